@@ -1,0 +1,228 @@
+"""Qwen3.5 building blocks in Flax NNX: zero-centred RMSNorm, SwiGLU MLP, gated full attention,
+Gated DeltaNet. Parameters are stored in `param_dtype`, matmuls run in `dtype`; norms, softmax and the
+delta-rule state run in fp32. Every parameter carries logical axis names (see prover_jax.sharding).
+
+Kernels are stored (in, out), the transpose of torch's Linear weight.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+from jax import lax
+
+from prover_jax.models.qwen3_5 import delta_rule
+from prover_jax.models.qwen3_5.config import Qwen3_5Config
+
+Array = jax.Array
+
+
+def _param(rngs: nnx.Rngs, init, shape, dtype, axes):
+    return nnx.Param(init(rngs.params(), shape, dtype), axes=axes)
+
+
+def _normal(std=0.02):
+    return jax.nn.initializers.normal(std)
+
+
+class Linear(nnx.Module):
+    """y = x @ kernel (no bias); kernel [in, out]."""
+
+    def __init__(self, d_in, d_out, axes, *, rngs, dtype, param_dtype):
+        self.kernel = _param(rngs, _normal(), (d_in, d_out), param_dtype, axes)
+        self.dtype = dtype
+
+    def __call__(self, x: Array) -> Array:
+        return jnp.dot(x.astype(self.dtype), self.kernel[...].astype(self.dtype))
+
+
+class RMSNorm(nnx.Module):
+    """Zero-centred RMSNorm: y = x * rsqrt(mean(x^2) + eps) * (1 + w), in fp32, cast back. w init 0."""
+
+    def __init__(self, dim, eps, *, param_dtype, axes=("norm",)):
+        self.weight = nnx.Param(jnp.zeros((dim,), param_dtype), axes=axes)
+        self.eps = eps
+
+    def __call__(self, x: Array) -> Array:
+        xf = x.astype(jnp.float32)
+        y = xf * lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + self.eps)
+        return (y * (1.0 + self.weight[...].astype(jnp.float32))).astype(x.dtype)
+
+
+class MLP(nnx.Module):
+    """down(silu(gate(x)) * up(x))."""
+
+    def __init__(self, cfg: Qwen3_5Config, *, rngs, dtype, param_dtype):
+        kw = dict(rngs=rngs, dtype=dtype, param_dtype=param_dtype)
+        D, I = cfg.hidden_size, cfg.intermediate_size
+        self.gate_proj = Linear(D, I, ("embed", "mlp"), **kw)
+        self.up_proj = Linear(D, I, ("embed", "mlp"), **kw)
+        self.down_proj = Linear(I, D, ("mlp", "embed"), **kw)
+
+    def __call__(self, x):
+        return self.down_proj(jax.nn.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+def rope(x_BxTxNxd: Array, positions_BxT: Array, cfg: Qwen3_5Config) -> Array:
+    """Partial RoPE: rotate_half over the first rd = hd * partial_rotary_factor dims; rest pass through."""
+    rd = cfg.rotary_dim
+    inv_freq = 1.0 / (cfg.rope_theta ** (jnp.arange(0, rd, 2, dtype=jnp.float32) / rd))
+    freqs = positions_BxT.astype(jnp.float32)[..., None] * inv_freq  # [B, T, rd/2]
+    emb = jnp.concatenate([freqs, freqs], axis=-1)[:, :, None, :]
+    cos, sin = jnp.cos(emb).astype(x_BxTxNxd.dtype), jnp.sin(emb).astype(x_BxTxNxd.dtype)
+    x_rot, x_pass = x_BxTxNxd[..., :rd], x_BxTxNxd[..., rd:]
+    half = rd // 2
+    rotated = jnp.concatenate([-x_rot[..., half:], x_rot[..., :half]], axis=-1)
+    return jnp.concatenate([x_rot * cos + rotated * sin, x_pass], axis=-1)
+
+
+class KVCache(NamedTuple):
+    """Full-attention decode cache (after k_norm + RoPE): k, v [B, S, Hkv, hd] in compute dtype."""
+
+    k: Array
+    v: Array
+
+
+class GDNCache(NamedTuple):
+    """Gated DeltaNet decode cache: conv [B, K-1, C] last pre-conv q|k|v columns (compute dtype),
+    state [B, Hv, dk, dv] fp32 recurrent state."""
+
+    conv: Array
+    state: Array
+
+
+class Attention(nnx.Module):
+    """Gated full attention. q_proj gives per head [query (hd) | gate (hd)];
+    out = o_proj(softmax(q k^T / sqrt(hd)) v * sigmoid(gate)), GQA head h -> kv head h // (H / Hkv)."""
+
+    def __init__(self, cfg: Qwen3_5Config, *, rngs, dtype, param_dtype):
+        kw = dict(rngs=rngs, dtype=dtype, param_dtype=param_dtype)
+        D, H, Hkv, hd = cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+        self.q_proj = Linear(D, 2 * H * hd, ("embed", "q_heads"), **kw)
+        self.k_proj = Linear(D, Hkv * hd, ("embed", "kv_heads"), **kw)
+        self.v_proj = Linear(D, Hkv * hd, ("embed", "kv_heads"), **kw)
+        self.o_proj = Linear(H * hd, D, ("q_heads", "embed"), **kw)
+        self.q_norm = RMSNorm(hd, cfg.rms_norm_eps, param_dtype=param_dtype, axes=("head_dim",))
+        self.k_norm = RMSNorm(hd, cfg.rms_norm_eps, param_dtype=param_dtype, axes=("head_dim",))
+        self.cfg = cfg
+
+    def __call__(self, x_BxTxD, positions_BxT, key_valid_BxS, cache: KVCache | None = None,
+                 write_pos_B: Array | None = None):
+        """Without cache, keys are this call's tokens and key_valid_BxS is [B, T]. With a cache, this
+        call's keys are written at write_pos_B.. and key_valid_BxS masks the whole cache [B, S]."""
+        cfg = self.cfg
+        B, T, _ = x_BxTxD.shape
+        H, Hkv, hd = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+        qg = self.q_proj(x_BxTxD).reshape(B, T, H, 2 * hd)
+        q, gate = qg[..., :hd], qg[..., hd:].reshape(B, T, H * hd)
+        q = rope(self.q_norm(q), positions_BxT, cfg)
+        k = rope(self.k_norm(self.k_proj(x_BxTxD).reshape(B, T, Hkv, hd)), positions_BxT, cfg)
+        v = self.v_proj(x_BxTxD).reshape(B, T, Hkv, hd)
+        if cache is not None:
+            write = jax.vmap(lambda c, new, p: lax.dynamic_update_slice_in_dim(c, new, p, axis=0))
+            k_all = write(cache.k, k.astype(cache.k.dtype), write_pos_B)
+            v_all = write(cache.v, v.astype(cache.v.dtype), write_pos_B)
+            cache = KVCache(k_all, v_all)
+            key_pos = jnp.arange(k_all.shape[1])[None, :]
+        else:
+            k_all, v_all = k, v
+            key_pos = positions_BxT
+        # causal in absolute positions, and only valid keys.
+        mask = (key_pos[:, None, :] <= positions_BxT[:, :, None]) & key_valid_BxS[:, None, :]
+        G = H // Hkv
+        qh = q.reshape(B, T, Hkv, G, hd)
+        logits = jnp.einsum("btkgd,bskd->bkgts", qh, k_all.astype(q.dtype)).astype(jnp.float32)
+        logits = logits * hd ** -0.5
+        logits = jnp.where(mask[:, None, None], logits, jnp.finfo(jnp.float32).min)
+        probs = jax.nn.softmax(logits, axis=-1).astype(q.dtype)
+        out = jnp.einsum("bkgts,bskd->btkgd", probs, v_all.astype(q.dtype)).reshape(B, T, H * hd)
+        out = out * jax.nn.sigmoid(gate)
+        return self.o_proj(out), cache
+
+
+class GatedRMSNorm(nnx.Module):
+    """y = w * rmsnorm(o) * silu(z) per head over dv; ONE weight (dv,), plain w (init 1)."""
+
+    def __init__(self, dim, eps, *, param_dtype):
+        self.weight = nnx.Param(jnp.ones((dim,), param_dtype), axes=("head_dim",))
+        self.eps = eps
+
+    def __call__(self, o, z):
+        of = o.astype(jnp.float32)
+        y = (of * lax.rsqrt(jnp.mean(of * of, axis=-1, keepdims=True) + self.eps)).astype(o.dtype)
+        y = self.weight[...].astype(jnp.float32) * y * jax.nn.silu(z.astype(jnp.float32))
+        return y.astype(o.dtype)
+
+
+class GatedDeltaNet(nnx.Module):
+    """Gated DeltaNet mixer:
+    qkv = conv_silu(in_proj_qkv x); z = in_proj_z x; beta = sigmoid(in_proj_b x);
+    g = -exp(A_log) softplus(in_proj_a x + dt_bias); o = delta_rule(l2n(q)/sqrt(dk), l2n(k), v, g, beta);
+    out = out_proj(GatedRMSNorm(o, z)). Value head j reads key head j // (Hv / Hk)."""
+
+    def __init__(self, cfg: Qwen3_5Config, *, rngs, dtype, param_dtype):
+        kw = dict(rngs=rngs, dtype=dtype, param_dtype=param_dtype)
+        D, Hv, C, K = cfg.hidden_size, cfg.linear_num_value_heads, cfg.conv_dim, cfg.linear_conv_kernel_dim
+        self.in_proj_qkv = Linear(D, C, ("embed", "qkv"), **kw)
+        self.in_proj_z = Linear(D, cfg.linear_value_dim, ("embed", "lin_heads"), **kw)
+        self.in_proj_b = Linear(D, Hv, ("embed", "lin_heads"), **kw)
+        self.in_proj_a = Linear(D, Hv, ("embed", "lin_heads"), **kw)
+        self.conv_weight = _param(rngs, _normal(0.2), (C, K), param_dtype, ("qkv", "conv"))
+        self.dt_bias = nnx.Param(jnp.ones((Hv,), param_dtype), axes=("lin_heads",))
+        a = jax.random.uniform(rngs.params(), (Hv,), jnp.float32, 0.01, 16.0)
+        self.A_log = nnx.Param(jnp.log(a).astype(param_dtype), axes=("lin_heads",))
+        self.norm = GatedRMSNorm(cfg.linear_value_head_dim, cfg.rms_norm_eps, param_dtype=param_dtype)
+        self.out_proj = Linear(cfg.linear_value_dim, D, ("lin_heads", "embed"), **kw)
+        self.cfg = cfg
+        self.dtype = dtype
+
+    def __call__(self, x_BxTxD, valid_BxT, cache: GDNCache | None = None, valid_len_B=None,
+                 chunk_size: int = 64):
+        """valid_BxT: which positions are real tokens. Padding leaves the state untouched (beta = g = 0)
+        and, without a cache, is zeroed at the input as in the reference implementation."""
+        cfg = self.cfg
+        B, T, _ = x_BxTxD.shape
+        Hk, Hv, dk, dv = (cfg.linear_num_key_heads, cfg.linear_num_value_heads, cfg.linear_key_head_dim,
+                          cfg.linear_value_head_dim)
+        K = cfg.linear_conv_kernel_dim
+        x = x_BxTxD * valid_BxT[..., None].astype(x_BxTxD.dtype)
+        qkv = self.in_proj_qkv(x)  # [B, T, C]
+        prev = (jnp.zeros((B, K - 1, qkv.shape[-1]), qkv.dtype) if cache is None
+                else cache.conv.astype(qkv.dtype))
+        padded = jnp.concatenate([prev, qkv], axis=1)  # [B, K-1+T, C]
+        w = self.conv_weight[...].astype(self.dtype)  # [C, K]
+        conv = sum(padded[:, k:k + T] * w[:, k] for k in range(K))
+        conv = jax.nn.silu(conv)
+        kd = cfg.linear_key_dim
+        q = conv[..., :kd].reshape(B, T, Hk, dk)
+        k = conv[..., kd:2 * kd].reshape(B, T, Hk, dk)
+        v = conv[..., 2 * kd:].reshape(B, T, Hv, dv)
+        z = self.in_proj_z(x).reshape(B, T, Hv, dv)
+        beta = jax.nn.sigmoid(self.in_proj_b(x).astype(jnp.float32))
+        a = self.in_proj_a(x).astype(jnp.float32)
+        g = -jnp.exp(self.A_log[...].astype(jnp.float32)) * jax.nn.softplus(
+            a + self.dt_bias[...].astype(jnp.float32))
+        keep = valid_BxT[..., None]
+        beta, g = jnp.where(keep, beta, 0.0), jnp.where(keep, g, 0.0)
+        q = delta_rule.l2norm(q.astype(jnp.float32))
+        k = delta_rule.l2norm(k.astype(jnp.float32))
+        rep = Hv // Hk
+        q, k = jnp.repeat(q, rep, axis=2), jnp.repeat(k, rep, axis=2)
+        q = q * dk ** -0.5
+        v = v.astype(jnp.float32)
+        state = None if cache is None else cache.state
+        if cache is not None and T == 1:
+            o, state = delta_rule.step(q[:, 0], k[:, 0], v[:, 0], g[:, 0], beta[:, 0], state)
+            o = o[:, None]
+        else:
+            o, state = delta_rule.chunked(q, k, v, g, beta, state, chunk_size=chunk_size)
+        new_cache = None
+        if cache is not None:
+            # last K-1 valid pre-conv columns: padded rows [len, len + K - 1).
+            take = jax.vmap(lambda p, n: lax.dynamic_slice_in_dim(p, n, K - 1, axis=0))
+            new_cache = GDNCache(take(padded, valid_len_B).astype(cache.conv.dtype), state)
+        o = self.norm(o.astype(self.dtype), z)
+        return self.out_proj(o.reshape(B, T, Hv * dv)), new_cache

@@ -1,0 +1,160 @@
+"""The Qwen3.5 text decoder (dense, hybrid Gated DeltaNet / gated full attention) and its decode cache.
+
+    h = embed[tokens]; for each layer: h += mixer(norm_in(h)); h += mlp(norm_post(h))
+    logits = lm_head(norm(h))   (lm_head = embed^T when tied), fp32
+
+Two call modes:
+    model(tokens_BxT, mask_BxT=None, positions_BxT=None) -> logits [B, T, V]
+    model(tokens_BxT, cache=cache, valid_len_B=None) -> (logits, cache)
+The cached mode appends the first valid_len_B[b] tokens of row b (right padding ignored) at position
+cache.pos[b]; prefill of T tokens followed by N one-token steps equals one forward over T + N tokens.
+"""
+
+from __future__ import annotations
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+from flax import nnx
+from jax.sharding import Mesh
+
+from prover_jax.models.qwen3_5.config import FULL, Qwen3_5Config
+from prover_jax.models.qwen3_5.layers import (MLP, Attention, GatedDeltaNet, GDNCache, KVCache, RMSNorm,
+                                              _normal, _param)
+from prover_jax.sharding import constrain
+
+ACT = ("batch", "length", "act_embed")
+
+
+@flax.struct.dataclass
+class Cache:
+    """Hybrid decode cache with a slot (batch) axis.
+
+    layers: per layer a KVCache (full attention: k, v [B, S, Hkv, hd]) or a GDNCache (conv [B, K-1, C],
+        state [B, Hv, dk, dv] fp32).
+    pos: [B] int32, number of tokens already in each row (= position of the next token).
+    """
+
+    layers: tuple
+    pos: jax.Array
+
+    @property
+    def max_length(self) -> int:
+        for c in self.layers:
+            if isinstance(c, KVCache):
+                return c.k.shape[1]
+        return 2 ** 31 - 1
+
+
+def cache_axes(cfg: Qwen3_5Config) -> Cache:
+    """Logical axis names of every cache array (same structure as `init_cache`)."""
+    layers = []
+    for kind in cfg.layer_types:
+        if kind == FULL:
+            ax = ("cache_batch", "cache_length", "cache_heads", "head_dim")
+            layers.append(KVCache(ax, ax))
+        else:
+            layers.append(GDNCache(("cache_batch", None, "qkv"), ("cache_batch", "cache_heads", None, None)))
+    return Cache(layers=tuple(layers), pos=("cache_batch",))
+
+
+def init_cache(cfg: Qwen3_5Config, batch: int, max_length: int, dtype=jnp.float32) -> Cache:
+    """Empty cache for `batch` rows of up to `max_length` tokens; KV/conv in `dtype`, GDN state fp32."""
+    layers = []
+    for kind in cfg.layer_types:
+        if kind == FULL:
+            shape = (batch, max_length, cfg.num_key_value_heads, cfg.head_dim)
+            layers.append(KVCache(jnp.zeros(shape, dtype), jnp.zeros(shape, dtype)))
+        else:
+            layers.append(GDNCache(
+                jnp.zeros((batch, cfg.linear_conv_kernel_dim - 1, cfg.conv_dim), dtype),
+                jnp.zeros((batch, cfg.linear_num_value_heads, cfg.linear_key_head_dim,
+                           cfg.linear_value_head_dim), jnp.float32)))
+    return Cache(layers=tuple(layers), pos=jnp.zeros((batch,), jnp.int32))
+
+
+class DecoderLayer(nnx.Module):
+    def __init__(self, cfg: Qwen3_5Config, kind: str, *, rngs, dtype, param_dtype):
+        kw = dict(rngs=rngs, dtype=dtype, param_dtype=param_dtype)
+        self.kind = kind
+        if kind == FULL:
+            self.self_attn = Attention(cfg, **kw)
+        else:
+            self.linear_attn = GatedDeltaNet(cfg, **kw)
+        self.mlp = MLP(cfg, **kw)
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, param_dtype=param_dtype)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, param_dtype=param_dtype)
+
+    def __call__(self, h, *, positions, valid, key_valid, cache, write_pos, valid_len):
+        x = self.input_layernorm(h)
+        if self.kind == FULL:
+            y, cache = self.self_attn(x, positions, key_valid, cache, write_pos)
+        else:
+            y, cache = self.linear_attn(x, valid, cache, valid_len)
+        h = h + y
+        h = h + self.mlp(self.post_attention_layernorm(h))
+        return h, cache
+
+
+class Qwen3_5(nnx.Module):
+    """Qwen3.5 text model. `dtype` = compute dtype, `param_dtype` = storage dtype."""
+
+    def __init__(self, cfg: Qwen3_5Config, *, rngs: nnx.Rngs, dtype=jnp.float32,
+                 param_dtype=jnp.float32, mesh: Mesh | None = None):
+        kw = dict(rngs=rngs, dtype=dtype, param_dtype=param_dtype)
+        self.config = cfg
+        self.dtype = dtype
+        self.mesh = mesh
+        self.embed_tokens = _param(rngs, _normal(), (cfg.vocab_size, cfg.hidden_size), param_dtype,
+                                   ("vocab", "embed"))
+        self.layers = nnx.List([DecoderLayer(cfg, kind, **kw) for kind in cfg.layer_types])
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, param_dtype=param_dtype)
+        if not cfg.tie_word_embeddings:
+            self.lm_head = _param(rngs, _normal(), (cfg.hidden_size, cfg.vocab_size), param_dtype,
+                                  ("embed", "vocab"))
+
+    def hidden(self, tokens_BxT, *, mask_BxT=None, positions_BxT=None, cache: Cache | None = None,
+               valid_len_B=None):
+        """Final-norm hidden states [B, T, D] (and the new cache in cached mode)."""
+        B, T = tokens_BxT.shape
+        steps = jnp.arange(T, dtype=jnp.int32)[None, :]
+        if cache is not None:
+            valid_len_B = (jnp.full((B,), T, jnp.int32) if valid_len_B is None
+                           else jnp.asarray(valid_len_B, jnp.int32))
+            positions = cache.pos[:, None] + steps
+            valid = steps < valid_len_B[:, None]
+            key_valid = jnp.arange(cache.max_length)[None, :] < (cache.pos + valid_len_B)[:, None]
+            write_pos = cache.pos
+        else:
+            valid = jnp.ones((B, T), bool) if mask_BxT is None else mask_BxT.astype(bool)
+            positions = jnp.broadcast_to(steps, (B, T)) if positions_BxT is None else positions_BxT
+            key_valid, write_pos = valid, None
+        h = self.embed_tokens[...].astype(self.dtype)[tokens_BxT]
+        h = constrain(h, ACT, self.mesh)
+        new_layers = []
+        for i, layer in enumerate(self.layers):
+            h, c = layer(h, positions=positions, valid=valid, key_valid=key_valid,
+                         cache=None if cache is None else cache.layers[i], write_pos=write_pos,
+                         valid_len=valid_len_B)
+            h = constrain(h, ACT, self.mesh)
+            new_layers.append(c)
+        h = self.norm(h)
+        if cache is None:
+            return h
+        return h, Cache(layers=tuple(new_layers), pos=cache.pos + valid_len_B)
+
+    def logits(self, h_BxTxD):
+        """fp32 logits of hidden states."""
+        w = (self.embed_tokens[...].T if self.config.tie_word_embeddings else self.lm_head[...])
+        out = jnp.dot(h_BxTxD.astype(self.dtype), w.astype(self.dtype),
+                      preferred_element_type=jnp.float32)
+        return constrain(out, ("batch", "length", "act_vocab"), self.mesh)
+
+    def __call__(self, tokens_BxT, *, mask_BxT=None, positions_BxT=None, cache: Cache | None = None,
+                 valid_len_B=None):
+        out = self.hidden(tokens_BxT, mask_BxT=mask_BxT, positions_BxT=positions_BxT, cache=cache,
+                          valid_len_B=valid_len_B)
+        if cache is None:
+            return self.logits(out)
+        h, cache = out
+        return self.logits(h), cache

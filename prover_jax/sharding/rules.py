@@ -1,0 +1,116 @@
+"""The project's single logical-axis rules table and the helpers that apply it.
+
+Every parameter carries logical axis names (`nnx.Param(..., axes=(...))`) and block-boundary
+activations are constrained with logical names too; `LOGICAL_RULES` alone decides which mesh axes
+(`data`, `fsdp`, `tensor`) each name maps to. A dimension that a mesh axis does not divide stays
+replicated along it (so a tiny test model shards on any mesh).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+import jax
+import numpy as np
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
+
+MESH_AXES = ("data", "fsdp", "tensor")
+
+# logical name -> mesh axis / axes (in priority order) or None (replicated).
+LOGICAL_RULES: tuple[tuple[str, str | tuple[str, ...] | None], ...] = (
+    # activations
+    ("batch", ("data", "fsdp")),
+    ("length", None),
+    ("act_embed", None),
+    ("act_vocab", "tensor"),
+    # parameters
+    ("vocab", "tensor"),
+    ("embed", "fsdp"),
+    ("mlp", "tensor"),
+    ("q_heads", "tensor"),  # full attention: heads x head_dim (x2 with the gate), flattened
+    ("kv_heads", "tensor"),
+    ("qkv", "tensor"),  # Gated DeltaNet fused q|k|v channels
+    ("lin_heads", "tensor"),  # Gated DeltaNet value heads (x dv when flattened)
+    ("head_dim", None),
+    ("conv", None),
+    ("norm", None),
+    # decode caches
+    ("cache_batch", ("data", "fsdp")),
+    ("cache_length", None),
+    ("cache_heads", "tensor"),
+)
+
+
+def make_mesh(shape: Mapping[str, int] | Sequence[int] = (1, -1, 1),
+              devices: Sequence[jax.Device] | None = None) -> Mesh:
+    """A (data, fsdp, tensor) mesh; one entry may be -1 to take the remaining devices.
+
+    Axis types are passed explicitly (Auto) so behaviour is the same on jax 0.10 and 0.12.
+    """
+    devices = list(jax.devices() if devices is None else devices)
+    if isinstance(shape, Mapping):
+        unknown = set(shape) - set(MESH_AXES)
+        if unknown:
+            raise ValueError(f"unknown mesh axes {sorted(unknown)}; expected {MESH_AXES}")
+        shape = [shape.get(a, 1) for a in MESH_AXES]
+    shape = list(shape)
+    if len(shape) != len(MESH_AXES):
+        raise ValueError(f"mesh shape {shape} must have {len(MESH_AXES)} entries {MESH_AXES}")
+    if shape.count(-1) > 1:
+        raise ValueError(f"mesh shape {shape}: at most one axis may be -1")
+    if -1 in shape:
+        rest = math.prod(s for s in shape if s != -1)
+        if len(devices) % rest:
+            raise ValueError(f"{len(devices)} devices do not split into mesh {shape}")
+        shape[shape.index(-1)] = len(devices) // rest
+    if math.prod(shape) != len(devices):
+        raise ValueError(f"mesh {dict(zip(MESH_AXES, shape))} needs {math.prod(shape)} devices, "
+                         f"{len(devices)} available")
+    return jax.make_mesh(tuple(shape), MESH_AXES, axis_types=(AxisType.Auto,) * len(MESH_AXES),
+                         devices=devices)
+
+
+def logical_to_spec(axes: Sequence[str | None], mesh: Mesh, shape: Sequence[int] | None = None,
+                    rules=LOGICAL_RULES) -> P:
+    """PartitionSpec for logical `axes` on `mesh`: each mesh axis used at most once, size-1 axes
+    dropped, and (given `shape`) axes that do not divide the dimension dropped."""
+    table = dict(rules)
+    used: set[str] = set()
+    out = []
+    for i, name in enumerate(axes):
+        if name is not None and name not in table:
+            raise KeyError(f"logical axis {name!r} has no rule in LOGICAL_RULES")
+        target = None if name is None else table[name]
+        targets = () if target is None else ((target,) if isinstance(target, str) else target)
+        picked = []
+        size = 1
+        for ax in targets:
+            n = mesh.shape.get(ax, 1)
+            if ax in used or n == 1:
+                continue
+            if shape is not None and shape[i] % (size * n):
+                continue
+            picked.append(ax)
+            size *= n
+        used.update(picked)
+        out.append(None if not picked else (picked[0] if len(picked) == 1 else tuple(picked)))
+    return P(*out)
+
+
+def named_sharding(axes, mesh: Mesh, shape=None) -> NamedSharding:
+    return NamedSharding(mesh, logical_to_spec(axes, mesh, shape))
+
+
+def tree_shardings(abstract_tree, axes_tree, mesh: Mesh):
+    """NamedShardings for a pytree of arrays/ShapeDtypeStructs given a matching pytree of axes tuples."""
+    return jax.tree.map(lambda x, ax: named_sharding(ax, mesh, np.shape(x)), abstract_tree, axes_tree,
+                        is_leaf=lambda x: isinstance(x, tuple) and all(
+                            a is None or isinstance(a, str) for a in x))
+
+
+def constrain(x: jax.Array, axes: Sequence[str | None], mesh: Mesh | None) -> jax.Array:
+    """with_sharding_constraint by logical names; a no-op without a mesh."""
+    if mesh is None:
+        return x
+    return jax.lax.with_sharding_constraint(x, named_sharding(axes, mesh, x.shape))

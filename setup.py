@@ -1,0 +1,40 @@
+"""prover_jax: GRPO + ProVer segment credit for LLM agents in JAX."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="prover_jax",
+    version="0.1.0",
+    description="RL training of LLM agents with GRPO and ProVer segment credit, in JAX",
+    packages=find_packages(include=["prover_jax", "prover_jax.*"]),
+    include_package_data=True,
+    package_data={"prover_jax": ["envs/alfworld_tasks/**/*", "envs/data/*"]},
+    python_requires=">=3.11",
+    install_requires=[
+        "jax>=0.10",
+        "flax>=0.12.8",
+        "optax",
+        "orbax-checkpoint",
+        "grain",
+        "transformers>=5.2",
+        "tokenizers",
+        "safetensors",
+        "absl-py",
+        "ml-collections",
+        "numpy",
+        "bm25s",
+        "openai",
+        "tqdm",
+        "matplotlib",
+    ],
+    extras_require={
+        # torch 2.13.0 is the CPU build; other spellings pull a multi-GB CUDA build.
+        "test": ["pytest", "pytest-timeout", "torch==2.13.0"],
+        "alfworld": ["alfworld", "textworld"],
+    },
+    entry_points={
+        "console_scripts": [
+            "prover-convert=prover_jax.convert.cli:run",
+        ],
+    },
+)
