@@ -1,0 +1,206 @@
+"""`household`: an ALFWorld-like text household task family, generated from the seed, pure Python.
+
+The six ALFWorld task types (pick_and_place, look_at_obj_in_light, pick_clean_then_place,
+pick_heat_then_place, pick_cool_then_place, pick_two_obj_and_place) in kitchens, bathrooms, bedrooms
+and living rooms, with ALFWorld's observations and commands (`go to X`, `open X`, `close X`,
+`take X from Y`, `put X in/on Y`, `heat/cool/clean X with Y`, `use X`, `examine X`, `look`,
+`inventory`). `info["admissible"]` lists the valid commands; anything else is invalid (state
+unchanged, the turn still counts). Reward 1.0 on success, else 0.0; `score == float(success)`. The
+expert (see `household_expert`) needs 10-24 turns by default; the turn limit is 30.
+
+Irreversible pivotal rules (each task holds 2-4 of them among mostly neutral moves):
+  1. Commit. What is put in/on the task's target receptacle stays there, and the task is judged on all
+     of it: putting a lookalike decoy (a cup for a mug, a tomato for an apple), a ruined object, or an
+     object not yet cleaned/heated/cooled there fails the task for good.
+  2. Latch. The target receptacle, if it has a door, locks for good when closed; so does every safe.
+     Closing it before the task is done (or closing the safe that holds the target) is fatal.
+  3. Scorch. Heating on a stoveburner (instead of the microwave) ruins the object.
+  4. Lamp. The desklamp's old bulb works once: switching it on without the target in hand is fatal.
+Pivots per type: pick_and_place: decoy commit, latch (the target receptacle always has a door);
+pick_two_obj_and_place: a commit per object, latch after the first; look_at_obj_in_light: lamp
+(with a decoy in the room), latch (the target is kept in the safe); pick_clean/heat/cool_then_place:
+decoy commit, premature commit, plus the stoveburner (heat) and the latch when the target receptacle
+has a door.
+
+`info` extras: won (== success), turn, task_type, goal (the task sentence), expert (the expert's
+command in this state, which `mixed_policy` reads).
+
+Snapshots are the hashable `household_world.State` (with the turn counter and the seed), valid for
+envs built with the same kwargs; `restore` regenerates the layout when the seed differs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from prover_jax.envs.base import Env, PromptSpec, info_dict, register
+from prover_jax.envs.dp import Policy
+from prover_jax.envs.household_expert import expert_command
+from prover_jax.envs.household_gen import TASK_TYPES, Config, generate
+from prover_jax.envs.household_world import Layout, State, apply, commands, intro_text
+
+MAX_ACTION_CHARS = 200
+VERBS = ("go", "open", "close", "take", "put", "heat", "cool", "clean", "use", "examine", "look",
+         "inventory")
+_PUT_RE = re.compile(r"^put (.+?) (?:in/on|in|on|into|onto) (.+)$")
+
+SYSTEM_PROMPT = """\
+You are an agent in a household. Each turn you read what happened and the commands you can use now, \
+and you reply with exactly one command inside <action>...</action>, for example \
+<action>go to countertop 1</action>.
+Commands: go to X, open X, close X, take X from Y, put X in/on Y, heat X with Y, cool X with Y, \
+clean X with Y, use X, examine X, look, inventory.
+House rules:
+- You carry one object at a time. Objects inside closed receptacles are hidden until you open them.
+- The microwave heats, the fridge cools, a sinkbasin cleans. A stoveburner scorches what you heat on \
+it: the object is ruined.
+- Whatever you put in/on the receptacle named in your task stays there, and the task is judged on \
+all of it. That receptacle, if it has a door, locks for good once closed; so does any safe.
+- The desklamp's old bulb works only once.
+- Some objects look alike (a cup is not a mug): read names carefully.
+The task succeeds as soon as it is done; you have {max_turns} turns."""
+
+
+def normalize(action: str) -> str:
+    """Canonical command text: lowercase, single spaces, no final period, 'put X in/on Y'."""
+    text = " ".join(action.lower().split()).rstrip(".").strip()
+    m = _PUT_RE.match(text)
+    if m:
+        text = f"put {m.group(1)} in/on {m.group(2)}"
+    return text
+
+
+@register("household")
+class HouseholdEnv(Env):
+    """ALFWorld-like household tasks (see module docstring).
+
+    Args:
+      task_type: one of `TASK_TYPES`, or None to draw it from the seed.
+      num_receptacles: receptacles in the room (None: 8-13 drawn from the seed; small values such as 4
+        give rooms small enough for exact DP).
+      num_objects: neutral objects besides targets and decoys (None: 4-10).
+      num_decoys: lookalike decoys (None: 1-2).
+      max_turns: turn limit of an episode.
+      expert_turns: (lo, hi) range of the expert's episode length the generator aims for.
+    """
+
+    name = "household"
+
+    def __init__(self, task_type: str | None = None, num_receptacles: int | None = None,
+                 num_objects: int | None = None, num_decoys: int | None = None, max_turns: int = 30,
+                 expert_turns: tuple[int, int] = (10, 24)):
+        if task_type is not None and task_type not in TASK_TYPES:
+            raise ValueError(f"unknown task_type {task_type!r}; known: {TASK_TYPES}")
+        lo, hi = expert_turns
+        self.config = Config(task_type=task_type, num_receptacles=num_receptacles,
+                             num_objects=num_objects, num_decoys=num_decoys, max_turns=max_turns,
+                             expert_turns=(lo, min(hi, max_turns)))
+        self._layout: Layout | None = None
+        self._state: State | None = None
+        self._cmds: dict = {}
+
+    @property
+    def prompt(self) -> PromptSpec:
+        return PromptSpec(system=SYSTEM_PROMPT.format(max_turns=self.config.max_turns),
+                          stop_strings=("</action>",), max_turns=self.config.max_turns)
+
+    @property
+    def layout(self) -> Layout:
+        """The current task's static layout (after `reset`)."""
+        if self._layout is None:
+            raise RuntimeError("call reset(seed) first")
+        return self._layout
+
+    def reset(self, seed: int) -> tuple[str, dict]:
+        self._layout = generate(int(seed), self.config)
+        self._set_state(self._layout.init)
+        return intro_text(self._layout), self._info(valid=True)
+
+    def step(self, action: str | None) -> tuple[str, float, bool, dict]:
+        state = self._state
+        if state is None:
+            raise RuntimeError("call reset(seed) first")
+        if state.done:
+            return "The episode is over.", 0.0, True, self._info(valid=False)
+        op, problem = self._parse(action)
+        if problem is None:
+            nxt, obs = apply(self._layout, state, op)
+        else:
+            nxt, obs = state, f"Nothing happens. {problem}"
+        turn = state.turn + 1
+        truncated = not nxt.done and turn >= self._layout.max_turns
+        self._set_state(dataclasses.replace(nxt, turn=turn, done=nxt.done or truncated))
+        reward = 1.0 if self._state.success and not state.success else 0.0
+        return obs, reward, self._state.done, self._info(valid=problem is None)
+
+    def _parse(self, action) -> tuple[tuple | None, str | None]:
+        """(op, None) for an admissible action, else (None, what is wrong with it)."""
+        if not isinstance(action, str):
+            return None, "No command was given: write one command inside <action>...</action>."
+        if not action.strip():
+            return None, "The command is empty: write one command, e.g. 'look'."
+        if len(action) > MAX_ACTION_CHARS:
+            return None, (f"The command is too long ({len(action)} characters; at most "
+                          f"{MAX_ACTION_CHARS}).")
+        if not action.isascii():
+            return None, "The command contains non-ASCII characters; use plain commands like 'look'."
+        text = normalize(action)
+        if not text.isprintable():
+            return None, "The command contains control characters; use plain commands like 'look'."
+        op = self._cmds.get(text)
+        if op is not None:
+            return op, None
+        verb = text.split(" ", 1)[0]
+        if verb not in VERBS:
+            return None, (f"'{verb}' is not a command; commands are go to, open, close, take, put, "
+                          "heat, cool, clean, use, examine, look, inventory.")
+        return None, f"You cannot '{text}' now; choose one of the admissible commands."
+
+    def _set_state(self, state: State) -> None:
+        self._state = state
+        self._cmds = commands(self._layout, state)
+
+    def _info(self, valid: bool) -> dict:
+        s = self._state
+        return info_dict(success=s.success, valid=valid, admissible=list(self._cmds), won=s.success,
+                         turn=s.turn, task_type=self._layout.task_type, goal=self._layout.goal_text,
+                         expert=expert_command(self._layout, s))
+
+    def snapshot(self) -> State:
+        if self._state is None:
+            raise RuntimeError("call reset(seed) first")
+        return self._state
+
+    def restore(self, snapshot: State) -> None:
+        if not isinstance(snapshot, State):
+            raise TypeError(f"not a household snapshot: {type(snapshot).__name__}")
+        if self._layout is None or self._layout.seed != snapshot.seed:
+            self._layout = generate(snapshot.seed, self.config)
+        self._set_state(snapshot)
+
+    def expert_action(self) -> str | None:
+        return expert_command(self.layout, self._state)
+
+    def admissible(self) -> list[str]:
+        """The admissible commands of the current state (as in `info["admissible"]`)."""
+        return list(self._cmds)
+
+
+def uniform_policy(obs: str, info: dict) -> dict[str, float]:
+    """pi(a | s) = 1 / |admissible(s)| over the admissible commands."""
+    adm = info["admissible"]
+    return {a: 1.0 / len(adm) for a in adm}
+
+
+def mixed_policy(eps: float) -> Policy:
+    """pi(a | s) = (1 - eps) 1[a = expert(s)] + eps / |admissible(s)| (reads `info["expert"]`)."""
+    if not 0.0 <= eps <= 1.0:
+        raise ValueError(f"eps must be in [0, 1], got {eps}")
+
+    def policy(obs: str, info: dict) -> dict[str, float]:
+        out = {a: eps / len(info["admissible"]) for a in info["admissible"]}
+        out[info["expert"]] = out.get(info["expert"], 0.0) + 1.0 - eps
+        return out
+
+    return policy
