@@ -8,7 +8,7 @@ setup(
     description="RL training of LLM agents with GRPO and ProVer segment credit, in JAX",
     packages=find_packages(include=["prover_jax", "prover_jax.*"]),
     include_package_data=True,
-    package_data={"prover_jax": ["envs/alfworld_tasks/**/*", "envs/data/*"]},
+    package_data={"prover_jax.envs.alfworld_tasks": ["*/*/*/*.pddl", "*/*/*/*.json", "*/*/*/*.tw-pddl"]},
     python_requires=">=3.11",
     install_requires=[
         "jax>=0.10",
@@ -30,7 +30,8 @@ setup(
     extras_require={
         # torch 2.13.0 is the CPU build; other spellings pull a multi-GB CUDA build.
         "test": ["pytest", "pytest-timeout", "torch==2.13.0"],
-        "alfworld": ["alfworld", "textworld"],
+        # the real ALFWorld engine (builds fast-downward and jericho from source: needs a C++ compiler)
+        "alfworld": ["alfworld==0.4.2", "textworld==1.7.0"],
     },
     entry_points={
         "console_scripts": [

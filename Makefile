@@ -1,0 +1,27 @@
+# prover_jax: `make demo` (the main job on its built-in default) and `make test` (the whole suite).
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: test demo install clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(STAMP): setup.py | $(BIN)/python
+	$(BIN)/pip install -q -e ".[test,alfworld]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# ALFWorld tests must run (not skip) wherever the suite runs.
+test: $(STAMP)
+	PROVER_REQUIRE_ALFWORLD=1 $(BIN)/python -m pytest -q -ra --timeout=900 tests
+
+demo: $(STAMP)
+	$(BIN)/python -m prover_jax.demo
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,50 @@
+"""prover-convert: HF folder <-> prover orbax checkpoint.
+
+    prover-convert --hf_dir=HF --out=CKPT        # HF safetensors -> orbax
+    prover-convert --ckpt=CKPT --out_hf=HF [--dtype=bfloat16]   # orbax -> HF safetensors
+
+Both directions stream tensor by tensor: peak host memory is about one copy of the params.
+"""
+
+from __future__ import annotations
+
+import time
+
+import jax.numpy as jnp
+from absl import app, flags
+
+from prover_jax.convert.orbax_io import load_checkpoint, save_checkpoint
+from prover_jax.models import qwen3_5
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("hf_dir", None, "HF checkpoint folder to import.")
+flags.DEFINE_string("out", None, "Where to write the prover (orbax) checkpoint.")
+flags.DEFINE_string("ckpt", None, "Prover checkpoint folder to export.")
+flags.DEFINE_string("out_hf", None, "Where to write the HF checkpoint.")
+flags.DEFINE_string("dtype", None, "Export dtype (e.g. bfloat16); default keeps each tensor's source "
+                    "dtype.")
+flags.DEFINE_integer("max_shard_mb", 5120, "Largest safetensors file written on export, in MiB.")
+
+
+def main(argv):
+    del argv
+    t0 = time.time()
+    if FLAGS.hf_dir and FLAGS.out and not (FLAGS.ckpt or FLAGS.out_hf):
+        model = qwen3_5.load_hf(FLAGS.hf_dir, dtype=jnp.float32)
+        save_checkpoint(model, FLAGS.out)
+        print(f"wrote {FLAGS.out} ({model.config.param_count():,} params) in {time.time() - t0:.1f}s")
+    elif FLAGS.ckpt and FLAGS.out_hf and not (FLAGS.hf_dir or FLAGS.out):
+        model = load_checkpoint(FLAGS.ckpt)
+        qwen3_5.save_hf(model, FLAGS.out_hf, dtype=FLAGS.dtype and jnp.dtype(FLAGS.dtype),
+                        max_shard_bytes=FLAGS.max_shard_mb * 2 ** 20)
+        print(f"wrote {FLAGS.out_hf} in {time.time() - t0:.1f}s")
+    else:
+        raise app.UsageError("give either --hf_dir and --out, or --ckpt and --out_hf")
+
+
+def run():
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()
