@@ -19,12 +19,12 @@ from prover_jax.models import qwen3_5  # noqa: E402
 
 def main(ckpt, shape):
     tokens = jnp.asarray(np.random.RandomState(0).randint(0, 96, (8, 70)), jnp.int32)
-    ref = np.asarray(qwen3_5.load_hf(ckpt)(tokens))
     mesh = sharding.make_mesh(shape)
     model = qwen3_5.load_hf(ckpt, mesh=mesh)
     data = sharding.named_sharding(("batch", "length"), mesh, tokens.shape)
     fwd = nnx.jit(lambda m, t: m(t), in_shardings=(None, data))
     out = np.asarray(fwd(model, jax.device_put(tokens, data)))
+    ref = np.asarray(qwen3_5.load_hf(ckpt)(tokens))
     up = model.layers[0].mlp.up_proj.kernel.get_value()
     emb = model.embed_tokens.get_value()
     print(json.dumps({

@@ -57,6 +57,23 @@ def recurrent(q, k, v, g, beta, state=None):
     return jnp.moveaxis(o, 0, 1), state
 
 
+def unit_lower_inverse(strict_CxC: jax.Array) -> jax.Array:
+    """(I + L)^-1 for strictly lower-triangular L (batched over leading axes), by forward substitution:
+    row i of T = e_i - L[i, :] T (rows >= i of T are still zero, and L[i, j>=i] = 0).
+
+    Written with matmuls rather than a LAPACK triangular solve, whose CPU kernel can deadlock when
+    several simulated devices run it at once, and which maps poorly onto TPU matrix units.
+    """
+    C = strict_CxC.shape[-1]
+    eye = jnp.eye(C, dtype=strict_CxC.dtype)
+
+    def row(i, t):
+        r = eye[i] - jnp.einsum("...j,...jd->...d", strict_CxC[..., i, :], t, precision=_HI)
+        return t.at[..., i, :].set(r)
+
+    return lax.fori_loop(0, C, row, jnp.zeros_like(strict_CxC))
+
+
 def chunked(q, k, v, g, beta, state=None, chunk_size: int = 64):
     """Chunk-parallel form of `recurrent` (same outputs up to float rounding)."""
     q, k, v, g, beta = (x.astype(jnp.float32) for x in (q, k, v, g, beta))
@@ -86,9 +103,8 @@ def chunked(q, k, v, g, beta, state=None, chunk_size: int = 64):
     vb = v_c * b_c[..., None]
     strict = jnp.einsum("nbhid,nbhjd->nbhij", kb, k_c, precision=_HI) * decay
     strict = jnp.where(jnp.tril(jnp.ones((C, C), bool), -1), strict, 0.0)
-    unit_lower = strict + jnp.eye(C, dtype=strict.dtype)
     rhs = jnp.concatenate([vb, kb * jnp.exp(gc)[..., None]], axis=-1)
-    sol = lax.linalg.triangular_solve(unit_lower, rhs, left_side=True, lower=True, unit_diagonal=True)
+    sol = jnp.einsum("nbhij,nbhjd->nbhid", unit_lower_inverse(strict), rhs, precision=_HI)
     u, w = sol[..., :dv], sol[..., dv:]  # new values; decayed keys reading the old state
     attn = jnp.einsum("nbhid,nbhjd->nbhij", q_c, k_c, precision=_HI) * decay
     q_dec = q_c * jnp.exp(gc)[..., None]

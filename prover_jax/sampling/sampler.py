@@ -1,0 +1,97 @@
+"""Token sampling: temperature, top-k and top-p (nucleus) over fp32 logits, per row.
+
+    tokens_B, logprobs_B = sample(logits_BxV, rng, temperature_B, top_k_B, top_p_B)
+
+Every control is a per-row array, so one compiled function serves a batch mixing greedy and sampled
+requests. A row is greedy (argmax) when its temperature is 0. Otherwise the token is drawn from
+softmax(logits / temperature) restricted to the kept set: the top_k largest logits (top_k = 0: all),
+then the smallest prefix of those, by decreasing probability, whose mass reaches top_p. Tokens whose
+logit ties the smallest kept logit are kept too; nothing outside the kept set is ever drawn.
+
+The returned logprob is log_softmax(logits)[token] of the RAW logits (temperature 1, no filtering),
+i.e. the log-probability of the token under the policy itself. This is what a policy-gradient loss
+needs: the learner recomputes the same quantity from the same weights, so the two can be compared
+(importance ratios, KL) without knowing which sampling controls produced the token.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplingParams:
+    """Sampling controls of one request. temperature 0 = greedy; top_k 0 = no top-k; top_p 1 = no top-p."""
+
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+
+    def __post_init__(self):
+        if not self.temperature >= 0.0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if int(self.top_k) != self.top_k or self.top_k < 0:
+            raise ValueError(f"top_k must be a non-negative integer, got {self.top_k}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+def _is_typed_key(rng) -> bool:
+    return jnp.issubdtype(rng.dtype, jax.dtypes.prng_key)
+
+
+def row_keys(rng, batch: int):
+    """`rng` as `batch` keys: a single key is split, a stack of `batch` keys is used as is."""
+    single_ndim = 0 if _is_typed_key(rng) else 1
+    if rng.ndim == single_ndim:
+        return jax.random.split(rng, batch)
+    if rng.shape[0] != batch:
+        raise ValueError(f"rng holds {rng.shape[0]} keys for a batch of {batch} rows")
+    return rng
+
+
+def kept_mask(logits_BxV, top_k_B, top_p_B):
+    """bool [B, V]: tokens that top-k then top-p keep (applied to already temperature-scaled logits)."""
+    B, V = logits_BxV.shape
+    sorted_BxV = -jnp.sort(-logits_BxV, axis=-1)  # descending
+    k_B = jnp.where(top_k_B > 0, jnp.minimum(top_k_B, V), V).astype(jnp.int32)
+    rank = jnp.arange(V, dtype=jnp.int32)[None, :]
+    in_k = rank < k_B[:, None]
+    probs = jax.nn.softmax(jnp.where(in_k, sorted_BxV, -jnp.inf), axis=-1)
+    mass_before = jnp.cumsum(probs, axis=-1) - probs
+    keep_sorted = in_k & ((mass_before < top_p_B[:, None]) | (top_p_B[:, None] >= 1.0))
+    n_keep = jnp.maximum(jnp.sum(keep_sorted, axis=-1), 1)  # the top token is always kept
+    threshold = jnp.take_along_axis(sorted_BxV, (n_keep - 1)[:, None], axis=-1)
+    return logits_BxV >= threshold
+
+
+def sample(logits_BxV, rng, temperature_B, top_k_B, top_p_B):
+    """Samples one token per row. Returns (tokens_B int32, logprobs_B fp32); see the module docstring.
+
+    rng: one PRNG key (split per row) or a stack of B keys (row b uses key b, so a row's draw does not
+    depend on the other rows). Jittable; controls may be traced arrays.
+    """
+    logits = logits_BxV.astype(jnp.float32)
+    B = logits.shape[0]
+    temperature_B = jnp.broadcast_to(jnp.asarray(temperature_B, jnp.float32), (B,))
+    top_k_B = jnp.broadcast_to(jnp.asarray(top_k_B, jnp.int32), (B,))
+    top_p_B = jnp.broadcast_to(jnp.asarray(top_p_B, jnp.float32), (B,))
+    greedy_B = temperature_B <= 0.0
+    scaled = logits / jnp.where(greedy_B, 1.0, temperature_B)[:, None]
+    # the [B, V] sort of kept_mask is skipped when no row filters
+    filters = jnp.any(~greedy_B & ((top_k_B > 0) | (top_p_B < 1.0)))
+    mask = jax.lax.cond(filters, lambda: kept_mask(scaled, top_k_B, top_p_B),
+                        lambda: jnp.ones(scaled.shape, bool))
+    filtered = jnp.where(mask, scaled, -jnp.inf)
+    keys = row_keys(rng, B)
+    drawn_B = jax.vmap(jax.random.categorical)(keys, filtered)
+    tokens_B = jnp.where(greedy_B, jnp.argmax(logits, axis=-1), drawn_B).astype(jnp.int32)
+    logprobs_B = jnp.take_along_axis(jax.nn.log_softmax(logits, axis=-1), tokens_B[:, None], axis=-1)[:, 0]
+    return tokens_B, logprobs_B

@@ -1,0 +1,60 @@
+"""Continuous batching returns, for every request, what running that request alone returns."""
+
+import numpy as np
+import pytest
+from flax import nnx
+
+from prover_jax.models import qwen3_5
+from prover_jax.sampling import Driver, Engine, Request, SamplingParams
+from prover_jax.sampling.driver import CACHE_FULL, LENGTH, STOP
+
+from test_engine import CFG, prompt
+
+MAX_LEN = 40
+
+
+@pytest.fixture(scope="module")
+def engine():
+    model = qwen3_5.Qwen3_5(CFG, rngs=nnx.Rngs(0))
+    model.lm_head.set_value(model.lm_head.get_value() * 30.0)
+    return Engine(model, max_concurrent_decodes=3, max_prefill_length=16, max_target_length=MAX_LEN)
+
+
+def requests():
+    hot = SamplingParams(temperature=1.0, top_p=0.9)
+    return [Request(prompt(5, 0), max_new_tokens=12),
+            Request(prompt(20, 1), hot, max_new_tokens=6, seed=1),  # prefilled in two pieces
+            Request(prompt(3, 2), max_new_tokens=1),
+            Request(prompt(9, 3), SamplingParams(temperature=0.7, top_k=4), max_new_tokens=15, seed=3),
+            Request(prompt(11, 4), hot, max_new_tokens=9, seed=4),
+            Request(prompt(30, 5), max_new_tokens=20),  # cache fills after 10 tokens
+            Request(prompt(2, 6), SamplingParams(temperature=1.5), max_new_tokens=7, seed=6)]
+
+
+def test_batched_equals_alone(engine):
+    reqs = requests()
+    plain = [Driver(engine).run([r])[0] for r in reqs]
+    eos = plain[0].tokens[4]  # a token that does occur
+    driver = Driver(engine, eos_ids=(eos,))
+    alone = [driver.run([r])[0] for r in reqs]
+    batched = driver.run(reqs)
+    for i, (a, b) in enumerate(zip(alone, batched)):
+        assert a.tokens == b.tokens and a.finish_reason == b.finish_reason, i
+        np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-5)
+    reasons = [c.finish_reason for c in batched]
+    assert reasons[0] == STOP and batched[0].tokens == plain[0].tokens[:plain[0].tokens.index(eos) + 1]
+    assert LENGTH in reasons
+    for p, b in zip(plain, batched):  # an EOS run is the plain run cut at its first EOS
+        assert b.tokens == p.tokens[:len(b.tokens)]
+    assert plain[5].finish_reason == CACHE_FULL and len(plain[5].tokens) == MAX_LEN - 30 + 1
+    assert all(len(c.tokens) <= r.max_new_tokens for c, r in zip(batched, reqs))
+    assert len(batched[2].tokens) == 1
+
+
+def test_bad_requests(engine):
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        Request([1, 2], max_new_tokens=0)
+    with pytest.raises(ValueError, match="empty prompt"):
+        Driver(engine).run([Request([])])
+    with pytest.raises(ValueError, match="max_target_length"):
+        Driver(engine).run([Request(prompt(MAX_LEN + 1, 0))])
