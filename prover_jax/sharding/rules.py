@@ -12,7 +12,6 @@ import math
 from typing import Mapping, Sequence
 
 import jax
-import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
 
 MESH_AXES = ("data", "fsdp", "tensor")
@@ -100,13 +99,6 @@ def logical_to_spec(axes: Sequence[str | None], mesh: Mesh, shape: Sequence[int]
 
 def named_sharding(axes, mesh: Mesh, shape=None) -> NamedSharding:
     return NamedSharding(mesh, logical_to_spec(axes, mesh, shape))
-
-
-def tree_shardings(abstract_tree, axes_tree, mesh: Mesh):
-    """NamedShardings for a pytree of arrays/ShapeDtypeStructs given a matching pytree of axes tuples."""
-    return jax.tree.map(lambda x, ax: named_sharding(ax, mesh, np.shape(x)), abstract_tree, axes_tree,
-                        is_leaf=lambda x: isinstance(x, tuple) and all(
-                            a is None or isinstance(a, str) for a in x))
 
 
 def constrain(x: jax.Array, axes: Sequence[str | None], mesh: Mesh | None) -> jax.Array:
