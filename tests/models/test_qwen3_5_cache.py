@@ -61,3 +61,17 @@ def test_gdn_cache_state_is_fp32_with_bf16_compute():
     logits, cache = model(jnp.ones((1, 5), jnp.int32), cache=cache)
     assert logits.dtype == jnp.float32
     assert cache.layers[0].state.dtype == jnp.float32 and cache.layers[1].k.dtype == jnp.bfloat16
+
+
+def test_linear_only_model_decodes_with_cache():
+    cfg = CFG.replace(num_hidden_layers=2, layer_types=(L, L))
+    model = qwen3_5.Qwen3_5(cfg, rngs=nnx.Rngs(0))
+    tokens = jax.random.randint(jax.random.PRNGKey(3), (2, 12), 0, cfg.vocab_size)
+    full = model(tokens)
+    cache = qwen3_5.init_cache(cfg, 2, 16)
+    assert cache.max_length is None
+    logits, cache = model(tokens[:, :10], cache=cache)
+    for t in range(10, 12):
+        step, cache = model(tokens[:, t:t + 1], cache=cache)
+        np.testing.assert_allclose(step[:, 0], full[:, t], atol=1e-4)
+    np.testing.assert_allclose(logits, full[:, :10], atol=1e-4)

@@ -39,11 +39,12 @@ class Cache:
     pos: jax.Array
 
     @property
-    def max_length(self) -> int:
+    def max_length(self) -> int | None:
+        """Token capacity of the KV layers; None when every layer is linear (no length bound)."""
         for c in self.layers:
             if isinstance(c, KVCache):
                 return c.k.shape[1]
-        return 2 ** 31 - 1
+        return None
 
 
 def cache_axes(cfg: Qwen3_5Config) -> Cache:
@@ -123,7 +124,8 @@ class Qwen3_5(nnx.Module):
                            else jnp.asarray(valid_len_B, jnp.int32))
             positions = cache.pos[:, None] + steps
             valid = steps < valid_len_B[:, None]
-            key_valid = jnp.arange(cache.max_length)[None, :] < (cache.pos + valid_len_B)[:, None]
+            key_valid = (None if cache.max_length is None else
+                         jnp.arange(cache.max_length)[None, :] < (cache.pos + valid_len_B)[:, None])
             write_pos = cache.pos
         else:
             valid = jnp.ones((B, T), bool) if mask_BxT is None else mask_BxT.astype(bool)
