@@ -79,6 +79,16 @@ class Env(abc.ABC):
             return None
         return found[-1].strip()
 
+    def render_action(self, action: str) -> str:
+        """The response text that carries `action` (what `extract_action` reads back).
+        Default: `<action>{action}</action>`."""
+        return f"<action>{action}</action>"
+
+    def expert_response(self) -> str | None:
+        """The expert's next action rendered as a model response (None if there is none)."""
+        action = self.expert_action()
+        return None if action is None else self.render_action(action)
+
     def expert_action(self) -> str | None:
         """An action of the family's expert policy from the current state (None if it has none)."""
         return None

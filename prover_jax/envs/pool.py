@@ -30,9 +30,17 @@ def group_seeds(base_seed: int, num_groups: int, group_size: int) -> list[int]:
     return [base_seed + i // group_size for i in range(num_groups * group_size)]
 
 
+def _act(env: Env, response: str) -> tuple:
+    action = env.extract_action(response)
+    obs, reward, done, info = env.step(action)
+    return action, obs, reward, done, info, env.snapshot()
+
+
 def _call(env: Env, method: str, args: tuple) -> Any:
     if method == "prompt":
         return env.prompt
+    if method == "act":
+        return _act(env, *args)
     return getattr(env, method)(*args)
 
 
@@ -173,8 +181,32 @@ class EnvPool:
         out = self._run({i: ("step", (a,)) for i, a in enumerate(actions) if a is not None})
         return [out.get(i) for i in range(self.num_envs)]
 
+    def act(self, responses: dict[int, str]) -> dict[int, tuple]:
+        """One agent turn in env i per responses[i] (a whole model response): the env extracts the
+        action (None when malformed; the env then answers with feedback, valid=False), steps, and
+        snapshots. Returns {i: (action, obs, reward, done, info, snapshot_after)}."""
+        return self._run({int(i): ("act", (r,)) for i, r in responses.items()})
+
     def snapshot(self, i: int) -> Any:
         return self._run({i: ("snapshot", ())})[i]
+
+    def snapshots(self, indices: Sequence[int]) -> list[Any]:
+        """Snapshots of envs `indices` (taken in parallel across workers)."""
+        out = self._run({int(i): ("snapshot", ()) for i in indices})
+        return [out[int(i)] for i in indices]
+
+    def reset_some(self, seeds: dict[int, int]) -> dict[int, tuple[str, dict]]:
+        """Resets env i to seeds[i] for the given envs only."""
+        return self._run({int(i): ("reset", (int(s),)) for i, s in seeds.items()})
+
+    def restore_some(self, snapshots: dict[int, Any]) -> None:
+        """Restores env i to snapshots[i] for the given envs only."""
+        self._run({int(i): ("restore", (snap,)) for i, snap in snapshots.items()})
+
+    def call(self, method: str, indices: Sequence[int]) -> list[Any]:
+        """env.method() on envs `indices` (e.g. "expert_action", "snapshot")."""
+        out = self._run({int(i): (method, ()) for i in indices})
+        return [out[int(i)] for i in indices]
 
     def restore(self, i: int, snapshot: Any) -> None:
         self._run({i: ("restore", (snapshot,))})

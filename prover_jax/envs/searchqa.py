@@ -159,6 +159,10 @@ class SearchQABase(Env):
         blocks = find_blocks(response)
         return "".join(f"<{t}>{c}</{t}>" for t, c in blocks) or None
 
+    def render_action(self, action: str) -> str:
+        """Actions of this family are whole tagged blocks already ("<search>q</search>")."""
+        return action
+
     def reset(self, seed: int) -> tuple[str, dict]:
         qid = self._qid(seed)
         self._state = SearchQAState(qid=qid)

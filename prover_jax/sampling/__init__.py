@@ -1,11 +1,12 @@
-"""Sampling: per-row token sampling controls and a slot-based decode engine (JetStream contract).
+"""Sampling: per-row token sampling controls, a slot-based decode engine (JetStream contract) and
+the offline continuous-batching driver (stop strings, extension, fork).
 
-    from prover_jax.sampling import Driver, Engine, Request, SamplingParams, sample
+    from prover_jax.sampling import Driver, Engine, Request, SamplingParams
 """
 
-from prover_jax.sampling.driver import Completion, Driver, Request
+from prover_jax.sampling.driver import CACHE_FULL, LENGTH, STOP, Completion, Context, Driver, Finished, Request
 from prover_jax.sampling.engine import DecodeState, Engine, Prefix, ResultTokens
 from prover_jax.sampling.sampler import SamplingParams, kept_mask, sample
 
-__all__ = ["Completion", "DecodeState", "Driver", "Engine", "Request", "Prefix", "ResultTokens",
-           "SamplingParams", "kept_mask", "sample"]
+__all__ = ["CACHE_FULL", "LENGTH", "STOP", "Completion", "Context", "DecodeState", "Driver", "Engine",
+           "Finished", "Prefix", "Request", "ResultTokens", "SamplingParams", "kept_mask", "sample"]

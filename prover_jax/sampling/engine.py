@@ -8,43 +8,59 @@
     state = engine.insert(prefix, state, slot=3)
     state, result = engine.generate(params, state)   # one token for every active slot
 
-The decode state holds one batched `Cache` with a row per slot plus, per slot, the last sampled token
-(not yet in the cache), its PRNG key, sampling controls and an active flag. `generate` feeds each
-active slot's last token, samples the next one and advances only active slots; inactive slots keep
-their cache and position (valid_len 0). A slot whose cache is full is reported invalid and not
-advanced. Each slot draws from its own key, so a request's tokens depend only on its prompt,
-controls, key and the weights, never on the other slots.
+    fork, firsts = engine.prefill_multisampling(..., num_samples=8)   # prompt prefilled ONCE
+    state = engine.bulk_insert(fork, state, slots=[0, 1, ..., 7])     # its cache copied into 8 slots
+
+A `Prefix` holds R prefilled cache rows and N samples drawn from them (sample j continues row
+row_N[j] with its own first token, key and controls); `prefill` gives R = N = 1. The decode state
+holds one batched `Cache` with a row per slot plus, per slot, the last sampled token (not yet in the
+cache), its PRNG key, sampling controls and an active flag. `generate` feeds each active slot's last
+token, samples the next one and advances only active slots; a slot whose cache is full is reported
+invalid and not advanced. `extract` turns a live slot back into a Prefix (R = N = 1), so a sequence
+can later be EXTENDED by prefilling only its new tokens on top of that cache.
+
+Randomness: sample j of a prefill with key `rng` draws with fold_in(rng, j) (split into the key for
+the first token and the key carried on), so a request's tokens depend only on its prompt, controls,
+key and the weights, never on the other slots or which slot serves it.
 
 Logprobs are those of `sampler.sample`: log_softmax of the raw fp32 logits at the chosen token.
-`generate` and `insert` donate the decode state: do not reuse the state passed in.
+`generate`, `insert` and `bulk_insert` donate the decode state: do not reuse the state passed in.
+With a mesh, the decode state is sharded by the logical rules table (slots over data/fsdp, cache
+heads over tensor) and every jitted call keeps that layout, so the state never moves between steps.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import flax.struct
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from jax.sharding import Mesh
 
-from prover_jax.models.qwen3_5.model import Cache, Qwen3_5, init_cache
+from prover_jax.models.qwen3_5.model import Cache, Qwen3_5, cache_axes, init_cache
 from prover_jax.sampling.sampler import SamplingParams, sample
+from prover_jax.sharding import named_sharding
 
 
 @flax.struct.dataclass
 class Prefix:
-    """Result of a prefill: a batch-1 cache of the prompt (first token not yet in it), the first
-    sampled token and its logprob, the key for later steps, and the request's sampling controls."""
+    """R prefilled cache rows (prompt in the cache, first sampled token not yet) and N samples."""
 
-    cache: Cache
-    token: jax.Array  # [] int32
-    logprob: jax.Array  # [] fp32
-    rng: jax.Array  # [2] uint32 raw key
-    temperature: jax.Array  # [] fp32
-    top_k: jax.Array  # [] int32
-    top_p: jax.Array  # [] fp32
+    cache: Cache  # R rows
+    row_N: jax.Array  # int32, cache row each sample continues
+    token_N: jax.Array  # int32, first sampled token
+    logprob_N: jax.Array  # fp32
+    rng_Nx2: jax.Array  # uint32 raw keys for the later steps
+    temperature_N: jax.Array
+    top_k_N: jax.Array
+    top_p_N: jax.Array
+
+    @property
+    def num_samples(self) -> int:
+        return self.token_N.shape[0]
 
 
 @flax.struct.dataclass
@@ -62,7 +78,7 @@ class DecodeState:
 
 @flax.struct.dataclass
 class ResultTokens:
-    """Tokens produced by one prefill ([1]) or generate ([slots]) call, with their logprobs.
+    """Tokens produced by one prefill ([N]) or generate ([slots]) call, with their logprobs.
     valid[i] is False for slots that produced nothing (inactive or cache full)."""
 
     tokens: jax.Array  # int32
@@ -74,12 +90,23 @@ class ResultTokens:
         return int(self.tokens[slot]), float(self.logprobs[slot]), bool(self.valid[slot])
 
 
-def _raw_key(rng) -> jax.Array:
+def raw_key(rng) -> np.ndarray | jax.Array:
+    """A PRNG key as raw uint32[2] data (None -> key 0; an int -> PRNGKey(int))."""
     if rng is None:
-        return jax.random.PRNGKey(0)
+        rng = 0
+    if isinstance(rng, (int, np.integer)):
+        return jax.random.key_data(jax.random.key(int(rng)))
     if jnp.issubdtype(rng.dtype, jax.dtypes.prng_key):
         return jax.random.key_data(rng)
     return jnp.asarray(rng)
+
+
+def bucket(n: int, minimum: int = 1) -> int:
+    """Smallest power of two >= max(n, minimum): bounds the number of compiled shapes."""
+    size = max(1, minimum)
+    while size < n:
+        size *= 2
+    return size
 
 
 class Engine:
@@ -87,29 +114,39 @@ class Engine:
 
     Args:
         model: the model; its graph is fixed, its weights are what `load_params` returns and what
-            `prefill` / `generate` take as `params` (so updated weights can be passed in).
+            `prefill` / `generate` take as `params` (new weights of the same shapes and shardings are
+            passed in without recompiling).
         max_concurrent_decodes: number of slots.
-        max_prefill_length: longest padded prompt `prefill` accepts.
+        max_prefill_length: longest padded prompt piece `prefill` accepts.
         max_target_length: cache length per slot (prompt + generated tokens).
         cache_dtype: dtype of KV / conv caches (default: the model's compute dtype).
+        mesh: device mesh for the decode state (default: the model's mesh; None = one device).
     """
 
     def __init__(self, model: Qwen3_5, *, max_concurrent_decodes: int, max_prefill_length: int,
-                 max_target_length: int, cache_dtype=None):
+                 max_target_length: int, cache_dtype=None, mesh: Mesh | None = None):
         if max_prefill_length > max_target_length:
             raise ValueError(f"max_prefill_length {max_prefill_length} exceeds max_target_length "
                              f"{max_target_length}")
+        if max_concurrent_decodes < 1:
+            raise ValueError(f"max_concurrent_decodes must be >= 1, got {max_concurrent_decodes}")
         self.config = model.config
         self._graphdef, self._params = nnx.split(model)
         self._slots = int(max_concurrent_decodes)
         self._max_prefill = int(max_prefill_length)
         self.max_target_length = int(max_target_length)
         self.cache_dtype = model.dtype if cache_dtype is None else cache_dtype
+        self._mesh = model.mesh if mesh is None else mesh
+        state_sh = self._state_shardings()
+        self._init_state = jax.jit(self._init_state_impl, out_shardings=state_sh)
         self._prefill = jax.jit(self._prefill_impl)
-        self._generate = jax.jit(self._generate_impl, donate_argnums=(1,))
-        self._insert = jax.jit(self._insert_impl, donate_argnums=(1,))
+        self._generate = jax.jit(self._generate_impl, donate_argnums=(1,),
+                                 out_shardings=None if state_sh is None else (state_sh, None))
+        self._insert = jax.jit(self._insert_impl, donate_argnums=(1,), out_shardings=state_sh)
+        self._extract = jax.jit(self._extract_impl)
         self._deactivate = jax.jit(lambda s, slot: s.replace(active_S=s.active_S.at[slot].set(False)),
-                                   donate_argnums=(0,))
+                                   donate_argnums=(0,), out_shardings=state_sh)
+        self._empty_rows: dict[int, Cache] = {}
 
     # Properties of the JetStream contract.
     @property
@@ -124,18 +161,44 @@ class Engine:
     def samples_per_slot(self) -> int:
         return 1
 
+    @property
+    def mesh(self) -> Mesh | None:
+        return self._mesh
+
+    @property
+    def colocated_cpus(self) -> None:
+        return None
+
+    def get_tokenizer(self):
+        raise NotImplementedError("the engine works on token ids; tokenizers live with the checkpoint")
+
     def load_params(self, *args, **kwargs) -> Any:
         """The model's weights (an `nnx.State`), as passed to `prefill` / `generate`."""
         return self._params
 
-    def init_decode_state(self, *args, **kwargs) -> DecodeState:
-        """All slots empty and inactive."""
+    def _state_shardings(self):
+        if self._mesh is None:
+            return None
+        mesh = self._mesh
+        abstract = jax.eval_shape(self._init_state_impl)
+        axes = DecodeState(cache=cache_axes(self.config), tokens_S=("cache_batch",),
+                           rng_Sx2=("cache_batch", None), temperature_S=("cache_batch",),
+                           top_k_S=("cache_batch",), top_p_S=("cache_batch",), active_S=("cache_batch",))
+        return jax.tree.map(lambda ax, a: named_sharding(ax, mesh, a.shape), axes, abstract,
+                            is_leaf=lambda x: isinstance(x, tuple) and all(
+                                isinstance(e, (str, type(None))) for e in x))
+
+    def _init_state_impl(self) -> DecodeState:
         S = self._slots
         return DecodeState(
             cache=init_cache(self.config, S, self.max_target_length, self.cache_dtype),
             tokens_S=jnp.zeros((S,), jnp.int32), rng_Sx2=jnp.zeros((S, 2), jnp.uint32),
             temperature_S=jnp.zeros((S,), jnp.float32), top_k_S=jnp.zeros((S,), jnp.int32),
             top_p_S=jnp.ones((S,), jnp.float32), active_S=jnp.zeros((S,), bool))
+
+    def init_decode_state(self, *args, **kwargs) -> DecodeState:
+        """All slots empty and inactive (sharded over the mesh when there is one)."""
+        return self._init_state()
 
     def free_resource(self, slot: int) -> None:
         """Nothing to free: slots own dense cache rows, overwritten by the next `insert`."""
@@ -153,67 +216,190 @@ class Engine:
         """Runs the prompt `padded_tokens[:true_length]` (1-D; later entries are padding and ignored)
         and samples the first token with `sampler` (default greedy) and key `rng`.
 
-        With `existing_prefix`, the tokens are appended to its cache (its sampled token is dropped):
-        a long prompt can be prefilled in pieces. Compiles once per padded length; pad to a few
-        bucket sizes. Raises ValueError for an empty or too-long prompt or out-of-vocab token ids.
+        With `existing_prefix` (R = 1), the tokens are appended to its cache (its sampled tokens are
+        dropped): a long prompt can be prefilled in pieces, a finished sequence extended. Compiles
+        once per padded length; pad to a few bucket sizes. Raises ValueError for an empty or too-long
+        prompt or out-of-vocab token ids.
         """
+        return self.prefill_multisampling(params=params, existing_prefix=existing_prefix,
+                                          padded_tokens=padded_tokens, true_length=true_length,
+                                          sampler=sampler, rng=rng, num_samples=1)
+
+    def prefill_multisampling(self, *, params, existing_prefix: Prefix | None = None, padded_tokens,
+                              true_length: int | None = None, sampler: SamplingParams | None = None,
+                              rng=None, num_samples: int = 1) -> tuple[Prefix, ResultTokens]:
+        """`prefill` that draws `num_samples` first tokens from the ONE prefilled row (a fork)."""
         tokens = np.asarray(padded_tokens)
         if tokens.ndim != 1:
             raise ValueError(f"padded_tokens must be 1-D, got shape {tokens.shape}")
-        if tokens.size and not np.issubdtype(tokens.dtype, np.integer):
-            raise ValueError(f"padded_tokens must hold integer token ids, got dtype {tokens.dtype}")
         T = tokens.shape[0]
         n = T if true_length is None else int(true_length)
-        if n <= 0:
-            raise ValueError("empty prompt: true_length must be >= 1")
+        prefix = self.prefill_batch(params=params, padded_tokens=tokens[None], true_lengths=[n],
+                                    samplers=[sampler or SamplingParams()], rngs=[rng],
+                                    num_samples=[num_samples], existing_prefixes=[existing_prefix])
+        N = int(num_samples)
+        prefix = jax.tree.map(lambda a: a[:N], prefix.replace(cache=None)).replace(cache=prefix.cache)
+        return prefix, ResultTokens(prefix.token_N, prefix.logprob_N, jnp.ones((N,), bool))
+
+    def check_tokens(self, tokens: np.ndarray, what: str = "prompt") -> None:
+        """ValueError naming the offending ids unless `tokens` are integer ids inside the vocabulary."""
+        if tokens.size and not np.issubdtype(tokens.dtype, np.integer):
+            raise ValueError(f"{what} must hold integer token ids, got dtype {tokens.dtype}")
+        V = self.config.vocab_size
+        bad = tokens[(tokens < 0) | (tokens >= V)]
+        if bad.size:
+            raise ValueError(f"{what}: token ids outside the vocabulary [0, {V}): "
+                             f"{sorted(set(bad.tolist()))[:8]}")
+
+    def prefill_batch(self, *, params, padded_tokens, true_lengths: Sequence[int],
+                      samplers: Sequence[SamplingParams], rngs: Sequence[Any],
+                      num_samples: Sequence[int], existing_prefixes: Sequence[Prefix | None]) -> Prefix:
+        """Prefills B prompts in ONE call (rows padded to a power of two) and draws num_samples[b]
+        first tokens from row b. Returns a Prefix with R >= B rows and N >= sum(num_samples) samples,
+        the samples of row b being consecutive (padding samples and rows come last; ignore them)."""
+        tokens = np.asarray(padded_tokens)
+        if tokens.ndim != 2:
+            raise ValueError(f"padded_tokens must be [B, T], got shape {tokens.shape}")
+        B, T = tokens.shape
+        if not B == len(true_lengths) == len(samplers) == len(rngs) == len(num_samples) == len(
+                existing_prefixes):
+            raise ValueError("prefill_batch: one length, sampler, rng, num_samples and prefix per row")
         if T > self._max_prefill:
             raise ValueError(f"prompt of padded length {T} exceeds max_prefill_length {self._max_prefill}")
-        if n > T:
-            raise ValueError(f"true_length {n} exceeds the padded length {T}")
-        real = tokens[:n]
-        V = self.config.vocab_size
-        bad = real[(real < 0) | (real >= V)]
-        if bad.size:
-            raise ValueError(f"token ids outside the vocabulary [0, {V}): {sorted(set(bad.tolist()))[:8]}")
-        start = 0 if existing_prefix is None else int(existing_prefix.cache.pos[0])
-        if start + n > self.max_target_length:
-            raise ValueError(f"prompt of {start + n} tokens exceeds max_target_length "
-                             f"{self.max_target_length}")
-        sampler = SamplingParams() if sampler is None else sampler
-        cache = (init_cache(self.config, 1, self.max_target_length, self.cache_dtype)
-                 if existing_prefix is None else existing_prefix.cache)
-        tokens = np.where(np.arange(T) < n, tokens, 0).astype(np.int32)
-        prefix = self._prefill(params, cache, jnp.asarray(tokens)[None], jnp.int32(n),
-                               jnp.float32(sampler.temperature), jnp.int32(sampler.top_k),
-                               jnp.float32(sampler.top_p), _raw_key(rng))
-        result = ResultTokens(prefix.token[None], prefix.logprob[None], jnp.ones((1,), bool))
-        return prefix, result
+        lengths = np.asarray(true_lengths, np.int64)
+        for b in range(B):
+            n = int(lengths[b])
+            if n <= 0:
+                raise ValueError("empty prompt: true_length must be >= 1")
+            if n > T:
+                raise ValueError(f"true_length {n} exceeds the padded length {T}")
+            self.check_tokens(tokens[b, :n])
+            if num_samples[b] < 1:
+                raise ValueError(f"num_samples must be >= 1, got {num_samples[b]}")
+            existing = existing_prefixes[b]
+            if existing is not None and existing.cache.pos.shape[0] != 1:
+                raise ValueError("existing_prefix must hold a single cache row")
+            start = 0 if existing is None else int(existing.cache.pos[0])
+            if start + n > self.max_target_length:
+                raise ValueError(f"prompt of {start + n} tokens exceeds max_target_length "
+                                 f"{self.max_target_length}")
+        R, N = bucket(B), bucket(sum(num_samples))
+        padded = np.zeros((R, T), np.int32)
+        padded[:B] = np.where(np.arange(T)[None] < lengths[:, None], tokens, 0)
+        n_R = np.zeros((R,), np.int32)
+        n_R[:B] = lengths
+        row_N = np.zeros((N,), np.int32)
+        index_N = np.zeros((N,), np.int32)
+        temp_N = np.zeros((N,), np.float32)
+        topk_N = np.zeros((N,), np.int32)
+        topp_N = np.ones((N,), np.float32)
+        keys_Nx2 = np.zeros((N, 2), np.uint32)
+        j = 0
+        for b in range(B):
+            s = samplers[b]
+            key = np.asarray(raw_key(rngs[b]), np.uint32)
+            for i in range(num_samples[b]):
+                row_N[j], index_N[j], keys_Nx2[j] = b, i, key
+                temp_N[j], topk_N[j], topp_N[j] = s.temperature, s.top_k, s.top_p
+                j += 1
+        cache = self._stack_rows(existing_prefixes, R)
+        return self._prefill(params, cache, jnp.asarray(padded), jnp.asarray(n_R), jnp.asarray(row_N),
+                             jnp.asarray(index_N), jnp.asarray(keys_Nx2), jnp.asarray(temp_N),
+                             jnp.asarray(topk_N), jnp.asarray(topp_N))
 
-    def _prefill_impl(self, params, cache, tokens_1xT, n, temperature, top_k, top_p, rng):
+    def _empty(self, rows: int) -> Cache:
+        if rows not in self._empty_rows:
+            self._empty_rows[rows] = init_cache(self.config, rows, self.max_target_length, self.cache_dtype)
+        return self._empty_rows[rows]
+
+    def _stack_rows(self, prefixes: Sequence[Prefix | None], R: int) -> Cache:
+        """Cache of R rows: row b = prefixes[b]'s cache (or empty), padding rows empty."""
+        if all(p is None for p in prefixes):
+            return self._empty(R)
+        rows = [self._empty(1) if p is None else p.cache for p in prefixes]
+        rows += [self._empty(1)] * (R - len(rows))
+        return jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=0), *rows)
+
+    def _prefill_impl(self, params, cache, tokens_RxT, n_R, row_N, index_N, keys_Nx2, temp_N, topk_N,
+                      topp_N):
         model = nnx.merge(self._graphdef, params)
-        h_1xTxD, cache = model.hidden(tokens_1xT, cache=cache, valid_len_B=n[None])
-        last_1x1xD = jax.lax.dynamic_slice_in_dim(h_1xTxD, n - 1, 1, axis=1)
-        last_1xV = model.logits(last_1x1xD)[:, 0]  # logits of the last prompt token only
-        use, carry = jax.random.split(rng)
-        tok, lp = sample(last_1xV, use[None], temperature[None], top_k[None], top_p[None])
-        return Prefix(cache=cache, token=tok[0], logprob=lp[0], rng=carry, temperature=temperature,
-                      top_k=top_k, top_p=top_p)
+        h_RxTxD, cache = model.hidden(tokens_RxT, cache=cache, valid_len_B=n_R)
+        last_RxD = jnp.take_along_axis(h_RxTxD, jnp.maximum(n_R - 1, 0)[:, None, None], axis=1)[:, 0]
+        logits_NxV = model.logits(last_RxD[row_N][:, None])[:, 0]  # logits of the last prompt token
+        keys = jax.vmap(lambda k, i: jax.random.split(jax.random.fold_in(k, i)))(keys_Nx2, index_N)
+        tok_N, lp_N = sample(logits_NxV, keys[:, 0], temp_N, topk_N, topp_N)
+        return Prefix(cache=cache, row_N=row_N, token_N=tok_N, logprob_N=lp_N, rng_Nx2=keys[:, 1],
+                      temperature_N=temp_N, top_k_N=topk_N, top_p_N=topp_N)
 
     # Insert.
     def insert(self, prefix: Prefix, decode_state: DecodeState, slot: int) -> DecodeState:
-        """Copies `prefix` into `slot` (overwriting whatever was there) and marks it active."""
+        """Copies sample 0 of `prefix` (its cache row, first token, key, controls) into `slot`,
+        overwriting whatever was there, and marks the slot active."""
         self._check_slot(slot)
-        return self._insert(prefix, decode_state, jnp.int32(slot))
+        return self.bulk_insert(prefix, decode_state, [slot], samples=[0])
+
+    def bulk_insert(self, prefix: Prefix, decode_state: DecodeState, slots: Sequence[int],
+                    samples: Sequence[int] | None = None) -> DecodeState:
+        """Sample samples[i] (default i) of `prefix` goes to slot slots[i]; the cache row is copied."""
+        slots = [int(s) for s in slots]
+        samples = list(range(len(slots))) if samples is None else [int(j) for j in samples]
+        if len(samples) != len(slots):
+            raise ValueError("bulk_insert: one sample per slot")
+        for s in slots:
+            self._check_slot(s)
+        if len(set(slots)) != len(slots):
+            raise ValueError(f"bulk_insert: repeated slots {slots}")
+        if any(not 0 <= j < prefix.num_samples for j in samples):
+            raise ValueError(f"bulk_insert: samples {samples} outside [0, {prefix.num_samples})")
+        M = bucket(len(slots))
+        slot_M = np.full((M,), self._slots, np.int32)  # padding writes are dropped (out of range)
+        slot_M[:len(slots)] = slots
+        sample_M = np.zeros((M,), np.int32)
+        sample_M[:len(samples)] = samples
+        return self._insert(prefix, decode_state, jnp.asarray(slot_M), jnp.asarray(sample_M))
 
     @staticmethod
-    def _insert_impl(prefix: Prefix, state: DecodeState, slot):
-        cache = jax.tree.map(lambda d, p: d.at[slot].set(p[0]), state.cache, prefix.cache)
-        put = lambda arr, value: arr.at[slot].set(value)
+    def _insert_impl(prefix: Prefix, state: DecodeState, slot_M, sample_M):
+        row_M = prefix.row_N[sample_M]
+        put = lambda dst, src: dst.at[slot_M].set(src.astype(dst.dtype), mode="drop")
+        cache = jax.tree.map(lambda d, p: put(d, p[row_M]), state.cache, prefix.cache)
         return DecodeState(
-            cache=cache, tokens_S=put(state.tokens_S, prefix.token), rng_Sx2=put(state.rng_Sx2, prefix.rng),
-            temperature_S=put(state.temperature_S, prefix.temperature),
-            top_k_S=put(state.top_k_S, prefix.top_k), top_p_S=put(state.top_p_S, prefix.top_p),
-            active_S=put(state.active_S, True))
+            cache=cache, tokens_S=put(state.tokens_S, prefix.token_N[sample_M]),
+            rng_Sx2=put(state.rng_Sx2, prefix.rng_Nx2[sample_M]),
+            temperature_S=put(state.temperature_S, prefix.temperature_N[sample_M]),
+            top_k_S=put(state.top_k_S, prefix.top_k_N[sample_M]),
+            top_p_S=put(state.top_p_S, prefix.top_p_N[sample_M]),
+            active_S=put(state.active_S, jnp.ones(slot_M.shape, bool)))
+
+    def extract(self, decode_state: DecodeState, slot: int) -> Prefix:
+        """The live sequence of `slot` as a Prefix (R = N = 1): its cache and its last sampled token
+        (not in the cache yet), to be extended later with `prefill(existing_prefix=...)`."""
+        self._check_slot(slot)
+        return self._extract(decode_state, jnp.int32(slot))
+
+    def select(self, prefix: Prefix, sample: int) -> Prefix:
+        """Sample `sample` of `prefix` alone, with its cache row (R = N = 1)."""
+        if not 0 <= sample < prefix.num_samples:
+            raise ValueError(f"sample {sample} outside [0, {prefix.num_samples})")
+        return self._select(prefix, jnp.int32(sample))
+
+    @staticmethod
+    @jax.jit
+    def _select(prefix: Prefix, j):
+        row = prefix.row_N[j]
+        one = lambda a: a[j][None]
+        return Prefix(cache=jax.tree.map(lambda a: a[row][None], prefix.cache), row_N=jnp.zeros((1,), jnp.int32),
+                      token_N=one(prefix.token_N), logprob_N=one(prefix.logprob_N), rng_Nx2=one(prefix.rng_Nx2),
+                      temperature_N=one(prefix.temperature_N), top_k_N=one(prefix.top_k_N),
+                      top_p_N=one(prefix.top_p_N))
+
+    @staticmethod
+    def _extract_impl(state: DecodeState, slot):
+        one = lambda a: a[slot][None]
+        return Prefix(cache=jax.tree.map(one, state.cache), row_N=jnp.zeros((1,), jnp.int32),
+                      token_N=one(state.tokens_S), logprob_N=jnp.zeros((1,), jnp.float32),
+                      rng_Nx2=one(state.rng_Sx2), temperature_N=one(state.temperature_S),
+                      top_k_N=one(state.top_k_S), top_p_N=one(state.top_p_S))
 
     # Generate.
     def generate(self, params, decode_state: DecodeState) -> tuple[DecodeState, ResultTokens]:
@@ -232,6 +418,12 @@ class Engine:
         rng = jnp.where(step_S[:, None], keys_Sx2x2[:, 1], state.rng_Sx2)
         new_state = state.replace(cache=cache, tokens_S=tokens_S, rng_Sx2=rng)
         return new_state, ResultTokens(tokens_S, logprobs_S, step_S)
+
+    def compiled_shapes(self) -> dict[str, int]:
+        """Number of compiled variants per entry point (a weight swap must not add any)."""
+        return {name: fn._cache_size() for name, fn in (("prefill", self._prefill),
+                                                        ("generate", self._generate),
+                                                        ("insert", self._insert))}
 
     def _check_slot(self, slot):
         if not 0 <= int(slot) < self._slots:

@@ -33,11 +33,11 @@ def requests():
 
 def test_batched_equals_alone(engine):
     reqs = requests()
-    plain = [Driver(engine).run([r])[0] for r in reqs]
+    plain = [Driver(engine).run([r])[0][0] for r in reqs]
     eos = plain[0].tokens[4]  # a token that does occur
     driver = Driver(engine, eos_ids=(eos,))
-    alone = [driver.run([r])[0] for r in reqs]
-    batched = driver.run(reqs)
+    alone = [driver.run([r])[0][0] for r in reqs]
+    batched = [c for [c] in driver.run(reqs)]
     for i, (a, b) in enumerate(zip(alone, batched)):
         assert a.tokens == b.tokens and a.finish_reason == b.finish_reason, i
         np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-5)

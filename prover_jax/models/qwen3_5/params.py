@@ -140,6 +140,19 @@ def param_shardings(model_or_abstract: nnx.Module, mesh) -> dict[str, jax.shardi
             for p, v in _flat_state(model_or_abstract).items()}
 
 
+def shard_model(model: Qwen3_5, mesh) -> Qwen3_5:
+    """`model` (in place) with every parameter placed on `mesh` by the rules table, and its
+    activation constraints switched to that mesh."""
+    shardings = param_shardings(model, mesh)
+    _, state = nnx.split(model)
+    flat = nnx.to_flat_state(state)
+    for path, var in flat:
+        var.set_value(jax.device_put(var.get_value(), shardings[".".join(str(p) for p in path)]))
+    nnx.update(model, nnx.from_flat_state(flat))
+    model.mesh = mesh
+    return model
+
+
 def load_hf(path: str, dtype=jnp.float32, mesh=None, compute_dtype=None) -> Qwen3_5:
     """Loads a HF Qwen3.5 checkpoint folder into a Qwen3_5 (params in `dtype`, placed tensor by tensor
     on `mesh` with the rules-table shardings; never a full unsharded copy)."""

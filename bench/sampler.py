@@ -1,0 +1,181 @@
+"""Sampler benchmark on the 'bench-small' Qwen3.5 config (~29M params), one process, same weights.
+
+    python bench/sampler.py [--cases=decode,fork,multiturn] [--hf=true] [--out=results.json]
+
+decode:    16 prompts x 64 tokens, 128 new tokens each, greedy: prover_jax Engine + Driver vs
+           transformers `generate` (batch 16), tokens/s and ratio; greedy token agreement reported.
+fork:      K=8 continuations (32 new tokens, temperature 1) of one 512-token prefix: one request with
+           num_samples=8 (prefilled once) vs 8 independent requests; reference = one 512-token prefill
+           + 8 slots decoding 32 tokens from a short prompt.
+multiturn: 8 episodes x 20 turns of 16 observation + 16 action tokens: extension (each turn
+           prefills only its new tokens on the kept cache) vs re-prefilling the whole history.
+Every timed run follows an identical untimed run (compilation excluded); times are the best of
+--repeats runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import tempfile
+import time
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list("cases", ["decode", "fork", "multiturn"], "Which cases to run.")
+flags.DEFINE_boolean("hf", True, "Run transformers generate in the decode case.")
+flags.DEFINE_integer("repeats", 2, "Timed runs per measurement (best is reported).")
+flags.DEFINE_string("out", None, "Write the figures as JSON here.")
+
+
+def best_time(fn, repeats):
+    fn()  # compile / warm up
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return min(times), out
+
+
+def build(tmp):
+    """bench-small with random weights, saved as an HF folder and loaded by both stacks."""
+    import torch
+    import transformers
+
+    from prover_jax.models import qwen3_5
+
+    cfg = qwen3_5.CONFIGS["bench-small"]
+    hf_cfg = transformers.Qwen3_5TextConfig(**{k: v for k, v in cfg.to_hf_dict().items()
+                                               if k not in ("architectures", "model_type")})
+    torch.manual_seed(0)
+    hf = transformers.Qwen3_5ForCausalLM(hf_cfg).eval()
+    hf.save_pretrained(tmp)
+    return qwen3_5.load_hf(tmp), hf
+
+
+def case_decode(model, hf, repeats):
+    import numpy as np
+    import torch
+
+    from prover_jax.sampling import Driver, Engine, Request
+
+    B, T, N = 16, 64, 128
+    prompts = np.random.default_rng(0).integers(0, model.config.vocab_size, (B, T))
+    engine = Engine(model, max_concurrent_decodes=B, max_prefill_length=T, max_target_length=256)
+    driver = Driver(engine)
+    reqs = [Request(p.tolist(), max_new_tokens=N) for p in prompts]
+    ours_s, out = best_time(lambda: driver.run(reqs), repeats)
+    ours = np.array([c.tokens for [c] in out])
+    row = {"case": "decode", "batch": B, "prompt": T, "new_tokens": N,
+           "prover_jax_tok_s": B * N / ours_s, "prover_jax_s": ours_s}
+    if hf is not None:
+        ids = torch.as_tensor(prompts)
+
+        def hf_run():
+            with torch.no_grad():
+                return hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=N,
+                                   min_new_tokens=N, do_sample=False, pad_token_id=0)
+        hf_s, hf_out = best_time(hf_run, repeats)
+        theirs = hf_out[:, T:].numpy()
+        row.update(transformers_tok_s=B * N / hf_s, transformers_s=hf_s, ratio=hf_s / ours_s,
+                   greedy_rows_identical=int(sum((a == b).all() for a, b in zip(ours, theirs))),
+                   greedy_token_agreement=float((ours == theirs).mean()))
+    return row
+
+
+def case_fork(model, repeats):
+    import numpy as np
+
+    from prover_jax.sampling import Driver, Engine, Request, SamplingParams
+
+    K, T, N = 8, 512, 32
+    prefix = np.random.default_rng(1).integers(0, model.config.vocab_size, T).tolist()
+    engine = Engine(model, max_concurrent_decodes=K, max_prefill_length=T, max_target_length=1024)
+    driver = Driver(engine)
+    hot = SamplingParams(temperature=1.0)
+    fork_s, _ = best_time(lambda: driver.run([Request(prefix, hot, max_new_tokens=N, num_samples=K)]),
+                          repeats)
+    indep_s, _ = best_time(lambda: driver.run([Request(prefix, hot, max_new_tokens=N, seed=i)
+                                               for i in range(K)]), repeats)
+    prefill_s, _ = best_time(lambda: driver.run([Request(prefix, max_new_tokens=1)]), repeats)
+    short = prefix[:8]
+    decode_s, _ = best_time(lambda: driver.run([Request(short, hot, max_new_tokens=N, seed=i)
+                                                for i in range(K)]), repeats)
+    return {"case": "fork", "K": K, "prefix": T, "new_tokens": N, "fork_s": fork_s,
+            "independent_s": indep_s, "speedup": indep_s / fork_s, "one_prefill_s": prefill_s,
+            "decode_only_s": decode_s, "fork_over_prefill_plus_decode": fork_s / (prefill_s + decode_s)}
+
+
+def case_multiturn(model, repeats):
+    import numpy as np
+
+    from prover_jax.sampling import Driver, Engine, Request
+
+    E, turns, obs_len, act_len = 8, 20, 16, 16
+    rng = np.random.default_rng(2)
+    obs = rng.integers(0, model.config.vocab_size, (turns, E, obs_len)).tolist()
+    engine = Engine(model, max_concurrent_decodes=E, max_prefill_length=1024, max_target_length=1024)
+    driver = Driver(engine)
+
+    def episode(extend: bool):
+        per_turn, contexts, history = [], [None] * E, [[] for _ in range(E)]
+        for t in range(turns):
+            t0 = time.perf_counter()
+            if extend:
+                reqs = [Request(obs[t][e], max_new_tokens=act_len, context=contexts[e], keep_context=True)
+                        for e in range(E)]
+            else:
+                reqs = [Request(history[e] + obs[t][e], max_new_tokens=act_len) for e in range(E)]
+            out = driver.run(reqs)
+            per_turn.append(time.perf_counter() - t0)
+            for e, [c] in enumerate(out):
+                contexts[e] = c.context
+                history[e] += obs[t][e] + c.tokens
+        return per_turn, history
+
+    rows = {}
+    for name, extend in (("extension", True), ("reprefill", False)):
+        total, (per_turn, history) = best_time(lambda: episode(extend), repeats)
+        rows[name] = {"total_s": total, "first5_turn_s": float(np.mean(per_turn[:5])),
+                      "last5_turn_s": float(np.mean(per_turn[-5:])), "history": history}
+    same = rows["extension"].pop("history") == rows["reprefill"].pop("history")
+    return {"case": "multiturn", "episodes": E, "turns": turns, "obs_tokens": obs_len,
+            "action_tokens": act_len, **{f"{k}_{m}": v for k, r in rows.items() for m, v in r.items()},
+            "speedup": rows["reprefill"]["total_s"] / rows["extension"]["total_s"],
+            "greedy_histories_identical": same}
+
+
+def main(argv):
+    del argv
+    import jax
+    import torch
+    import transformers
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model, hf = build(tmp)
+    header = {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+              "jax": jax.__version__, "torch": torch.__version__, "transformers": transformers.__version__,
+              "torch_threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%d")}
+    print(json.dumps(header))
+    rows = []
+    for case in FLAGS.cases:
+        if case == "decode":
+            row = case_decode(model, hf if FLAGS.hf else None, FLAGS.repeats)
+        elif case == "fork":
+            row = case_fork(model, FLAGS.repeats)
+        elif case == "multiturn":
+            row = case_multiturn(model, FLAGS.repeats)
+        else:
+            raise app.UsageError(f"unknown case {case!r}; choose from decode, fork, multiturn")
+        rows.append(row)
+        print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
+    if FLAGS.out:
+        with open(FLAGS.out, "w") as f:
+            json.dump({"header": header, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,232 @@
+"""Multi-turn rollouts of a policy in a pool of environments, and continuations from past turns.
+
+    rollout = Rollout(driver, tokenizer, RolloutConfig(sampling=SamplingParams(temperature=1.0)))
+    group = rollout.run(pool, seeds=[7] * 8)          # 8 episodes of task 7 (pool.num_envs >= 8)
+    more = rollout.continue_from(group[0], turn=3, k=8, pool=pool)   # 8 continuations from turn 3
+
+Every episode is one append-only token sequence (see `chat`). Episodes sharing an opening (a GRPO
+group; the K continuations of one boundary) are one FORK request: prefilled once. Each later turn is an
+EXTENSION of the episode's live decode cache by [last token] + observation tokens. A response ends at
+the family's stop strings (e.g. `</action>`), the template's end token, or max_action_tokens; the env
+extracts the action (malformed -> valid=False feedback, the episode goes on) and steps. An episode ends
+when the env is done, after max_turns turns, or when the next turn would not fit the engine's cache
+(`context_limit`, unsuccessful).
+
+`expert=True` plays the family's expert through the same loop (responses = rendered expert actions,
+logprobs 0), which gives demonstrations tokenised exactly like rollouts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence
+
+import numpy as np
+
+from prover_jax.envs.pool import EnvPool
+from prover_jax.rollout.chat import ChatTemplate, Tokenizer, observation_text
+from prover_jax.rollout.trajectory import CONTEXT_LIMIT, DONE, TURN_LIMIT, Trajectory, Turn
+from prover_jax.sampling import STOP, Completion, Driver, Request, SamplingParams
+
+
+@dataclasses.dataclass(frozen=True)
+class RolloutConfig:
+    """sampling: policy sampling controls; max_action_tokens: token budget of one response;
+    max_turns: turn limit (None: the family's); seed: base of every request's PRNG seed."""
+
+    sampling: SamplingParams = SamplingParams(temperature=1.0)
+    max_action_tokens: int = 128
+    max_turns: int | None = None
+    template: ChatTemplate = ChatTemplate()
+    seed: int = 0
+
+
+def mix_seed(*parts: int) -> int:
+    """A 31-bit seed from integer parts (order matters)."""
+    return int(np.random.SeedSequence([int(p) & 0xFFFFFFFF for p in parts]).generate_state(1)[0] >> 1)
+
+
+@dataclasses.dataclass
+class _Episode:
+    traj: Trajectory
+    env: int  # index in the pool
+    context: Any = None  # the driver's live Context
+
+
+class Rollout:
+    """Runs episodes of a policy (a `Driver` over the policy's engine) in an `EnvPool`."""
+
+    def __init__(self, driver: Driver, tokenizer: Tokenizer, config: RolloutConfig = RolloutConfig()):
+        self.driver, self.tokenizer, self.config = driver, tokenizer, config
+        if driver is not None and driver.decode_fn is None:
+            driver.decode_fn = tokenizer.decode
+        end = tokenizer.encode(config.template.end, add_special_tokens=False)
+        if len(end) != 1:
+            raise ValueError(f"the template's end marker {config.template.end!r} must be one token of the "
+                             f"tokenizer, got ids {end}")
+        self.end_id = end[0]
+        self._uids = 0
+        self._calls = 0
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    # Public API.
+    def run(self, pool: EnvPool, seeds: Sequence[int], expert: bool = False) -> list[Trajectory]:
+        """One episode per seed, episode i in env i of `pool` (episodes with equal seeds form a group
+        and share one prefill). Returns the finished trajectories in seed order."""
+        if len(seeds) > pool.num_envs:
+            raise ValueError(f"{len(seeds)} episodes need as many envs; the pool has {pool.num_envs}")
+        spec = pool.prompt
+        first = pool.reset_some({i: s for i, s in enumerate(seeds)})
+        snaps = pool.snapshots(range(len(seeds)))
+        episodes, forks = [], {}
+        for i, seed in enumerate(seeds):
+            obs, info = first[i]
+            traj = Trajectory(env=pool.name, seed=int(seed), uid=self._new_uid(), task=obs)
+            traj.snapshots.append(snaps[i])
+            opening = self.config.template.opening(
+                spec.system, observation_text(obs, info, spec.show_admissible, 0, self._max_turns(spec)))
+            traj.append(self.encode(opening), policy=False)
+            episodes.append(_Episode(traj, i))
+            forks.setdefault(tuple(traj.tokens), []).append(episodes[-1])
+        self._play(pool, spec, [(list(k), v) for k, v in forks.items()], expert)
+        return [e.traj for e in episodes]
+
+    def continue_from(self, trajectory: Trajectory, turn: int, k: int, pool: EnvPool,
+                      expert: bool = False) -> list[Trajectory]:
+        """K continuations of `trajectory` from the start of turn `turn` (env restored to
+        snapshots[turn], agent history = tokens before that turn), each run to its end."""
+        return self.continue_many([(trajectory, turn, k)], pool, expert)[0]
+
+    def continue_many(self, starts: Sequence[tuple[Trajectory, int, int]], pool: EnvPool,
+                      expert: bool = False) -> list[list[Trajectory]]:
+        """`continue_from` for many (trajectory, turn, k) at once, all in one batch of the driver."""
+        total = sum(k for _, _, k in starts)
+        if total > pool.num_envs:
+            raise ValueError(f"{total} continuations need as many envs; the pool has {pool.num_envs}")
+        spec = pool.prompt
+        out, forks, restores, env = [], [], {}, 0
+        for traj, turn, k in starts:
+            if not 0 <= turn < traj.num_turns:
+                raise ValueError(f"turn {turn} outside the trajectory's turns [0, {traj.num_turns})")
+            if k < 1:
+                raise ValueError(f"k must be >= 1, got {k}")
+            history = traj.history_before(turn)
+            group = []
+            for _ in range(k):
+                child = Trajectory(env=traj.env, seed=traj.seed, uid=self._new_uid(), task=traj.task,
+                                   tokens=list(history), policy_mask=traj.policy_mask[:len(history)],
+                                   logprobs=traj.logprobs[:len(history)], turns=list(traj.turns[:turn]),
+                                   snapshots=list(traj.snapshots[:turn + 1]), parent=(traj.uid, turn))
+                restores[env] = traj.snapshots[turn]
+                group.append(_Episode(child, env))
+                env += 1
+            forks.append((history, group))
+            out.append([e.traj for e in group])
+        pool.restore_some(restores)
+        self._play(pool, spec, forks, expert)
+        return out
+
+    # The loop.
+    def _new_uid(self) -> int:
+        self._uids += 1
+        return self._uids - 1
+
+    def _max_turns(self, spec) -> int:
+        return spec.max_turns if self.config.max_turns is None else self.config.max_turns
+
+    def _request(self, prompt, ep_or_seed, turn: int, context=None, num_samples: int = 1) -> Request:
+        cfg = self.config
+        return Request(prompt, cfg.sampling, max_new_tokens=cfg.max_action_tokens,
+                       seed=mix_seed(cfg.seed, self._calls, ep_or_seed, turn), num_samples=num_samples,
+                       stop_strings=self._spec.stop_strings, stop_ids=(self.end_id,), context=context,
+                       keep_context=True)
+
+    def _fits(self, ep: _Episode, extra: int) -> bool:
+        limit = None if self.driver is None else self.driver.engine.max_target_length
+        return limit is None or len(ep.traj.tokens) + extra + self.config.max_action_tokens <= limit
+
+    def _play(self, pool: EnvPool, spec, forks: list[tuple[list[int], list[_Episode]]], expert: bool):
+        """Runs every episode of `forks` (groups sharing an opening token history) to its end."""
+        self._spec, self._calls = spec, self._calls + 1
+        live: dict[int, list[_Episode]] = {}  # driver ticket -> episodes by sample index
+        ready: list[tuple[_Episode, Completion]] = []
+        waiting: list[_Episode] = []  # expert mode: episodes whose next response is due
+        for history, group in forks:
+            for ep in group:
+                if not self._fits(ep, 0):
+                    self._finish(ep, CONTEXT_LIMIT)
+            group = [ep for ep in group if not ep.traj.finished]
+            if not group:
+                continue
+            if expert:
+                waiting += group
+            else:
+                request = self._request(history, group[0].traj.uid, len(group[0].traj.turns),
+                                        num_samples=len(group))
+                live[self.driver.submit(request)] = group
+        while live or waiting or ready:
+            if expert:
+                ready += self._expert_responses(pool, waiting)
+                waiting = []
+            else:
+                for f in self.driver.step():
+                    ready.append((live[f.ticket][f.sample], f.completion))
+                    live[f.ticket][f.sample] = None
+                    if all(e is None for e in live[f.ticket]):
+                        del live[f.ticket]
+            if not ready:
+                continue
+            results = pool.act({ep.env: self.tokenizer.decode(c.tokens) for ep, c in ready})
+            for ep, c in ready:
+                nxt = self._record(ep, c, results[ep.env], spec)
+                if nxt is None:
+                    continue
+                if expert:
+                    waiting.append(ep)
+                else:
+                    request = self._request(nxt, ep.traj.uid, len(ep.traj.turns), context=c.context)
+                    live[self.driver.submit(request)] = [ep]
+            ready = []
+
+    def _expert_responses(self, pool: EnvPool, episodes: list[_Episode]):
+        responses = pool.call("expert_response", [ep.env for ep in episodes])
+        out = []
+        for ep, text in zip(episodes, responses):
+            if text is None:
+                raise RuntimeError(f"env {ep.env} ({pool.name}) has no expert action in this state")
+            tokens = self.encode(text)
+            out.append((ep, Completion(tokens, [0.0] * len(tokens), STOP, None)))
+        return out
+
+    def _record(self, ep: _Episode, c: Completion, result: tuple, spec) -> list[int] | None:
+        """Appends the turn to the trajectory; returns the next prompt tokens, or None if it ended."""
+        action, obs, reward, done, info, snapshot = result
+        traj = ep.traj
+        start = len(traj.tokens)
+        traj.append(c.tokens, policy=True, logprobs=c.logprobs)
+        traj.turns.append(Turn(start=start, end=len(traj.tokens), response=self.tokenizer.decode(c.tokens),
+                               action=action, valid=bool(info.get("valid", False)), observation=obs,
+                               reward=float(reward), finish_reason=c.finish_reason))
+        traj.snapshots.append(snapshot)
+        traj.success, traj.score = bool(info.get("success", False)), float(info.get("score", 0.0))
+        ep.context = c.context
+        if done:
+            return self._finish(ep, DONE)
+        if traj.num_turns >= self._max_turns(spec):
+            return self._finish(ep, TURN_LIMIT)
+        closed = c.finish_reason == STOP and c.stop == self.end_id
+        text = self.config.template.after_response(
+            observation_text(obs, info, spec.show_admissible, traj.num_turns, self._max_turns(spec)), closed)
+        tokens = self.encode(text)
+        if not self._fits(ep, len(tokens)):
+            return self._finish(ep, CONTEXT_LIMIT)
+        traj.append(tokens, policy=False)
+        return tokens
+
+    @staticmethod
+    def _finish(ep: _Episode, why: str) -> None:
+        ep.traj.termination = why
+        ep.context = None
+        return None

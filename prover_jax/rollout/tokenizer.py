@@ -1,0 +1,67 @@
+"""Tokenizers: the checkpoint's own (real runs) or a small byte-level BPE trained on environment text.
+
+    tok = load_tokenizer(checkpoint_dir)                       # tokenizer.json etc. of an HF folder
+    tok = train_tokenizer(env_corpus("household", range(200)), vocab_size=2048)   # built-in policies
+    tok.save_pretrained(out_dir)                               # saved next to the weights
+
+A built-in policy cannot download a hub tokenizer, so it gets one trained on what its environment
+prints (system prompt, observations, expert actions) with the ChatML special tokens. Byte-level BPE
+encodes ANY text, non-ASCII included, so a malformed model response always round-trips.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterable, Sequence
+
+from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+
+
+def train_tokenizer(texts: Iterable[str], vocab_size: int = 2048) -> PreTrainedTokenizerFast:
+    """Byte-level BPE with SPECIAL_TOKENS (ids 0, 1, 2); eos = <|im_end|>, pad = <|endoftext|>."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS),
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(texts, trainer=trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                   bos_token=None, unk_token=None,
+                                   additional_special_tokens=["<|im_start|>"])
+
+
+def load_tokenizer(path: str) -> PreTrainedTokenizerFast:
+    """The tokenizer saved in a checkpoint folder; FileNotFoundError naming the folder if none."""
+    if not any(os.path.exists(os.path.join(path, f)) for f in ("tokenizer.json", "tokenizer.model",
+                                                                "vocab.json")):
+        raise FileNotFoundError(f"no tokenizer files (tokenizer.json / vocab.json) in {path!r}")
+    return AutoTokenizer.from_pretrained(path)
+
+
+def env_corpus(name: str, seeds: Sequence[int], env_kwargs: dict | None = None) -> list[str]:
+    """Text an environment family produces: its system prompt and expert episodes (observations,
+    admissible actions and rendered expert actions)."""
+    from prover_jax import envs
+
+    env = envs.make(name, **(env_kwargs or {}))
+    texts = [env.prompt.system]
+    try:
+        for seed in seeds:
+            obs, info = env.reset(seed)
+            done = False
+            while not done:
+                texts.append(obs)
+                texts.extend(info.get("admissible") or [])
+                action = env.expert_action()
+                if action is None:
+                    break
+                texts.append(env.render_action(action))
+                obs, _, done, info = env.step(action)
+            texts.append(obs)
+    finally:
+        env.close()
+    return texts

@@ -1,0 +1,135 @@
+"""Rollouts through the real engine: masks, spans and logprobs line up with the token sequence,
+continuations restore env + history exactly, groups share one prefill, bad responses never crash."""
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+
+from prover_jax import envs
+from prover_jax.envs.pool import EnvPool
+from prover_jax.models import qwen3_5
+from prover_jax.rollout import (CONTEXT_LIMIT, DONE, TURN_LIMIT, Rollout, RolloutConfig, env_corpus,
+                                train_tokenizer)
+from prover_jax.sampling import Driver, Engine, SamplingParams
+
+L, A = qwen3_5.LINEAR, qwen3_5.FULL
+CFG = qwen3_5.Qwen3_5Config(
+    vocab_size=1024, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+    num_key_value_heads=2, head_dim=8, linear_num_key_heads=2, linear_num_value_heads=4,
+    linear_key_head_dim=8, linear_value_head_dim=8, layer_types=(L, A), tie_word_embeddings=False)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return train_tokenizer(env_corpus("household", range(20)), vocab_size=1024)
+
+
+@pytest.fixture(scope="module")
+def model():
+    m = qwen3_5.Qwen3_5(CFG, rngs=nnx.Rngs(0))
+    m.lm_head.set_value(m.lm_head.get_value() * 30.0)  # spread logits: greedy far from ties
+    return m
+
+
+@pytest.fixture(scope="module")
+def engine(model):
+    return Engine(model, max_concurrent_decodes=4, max_prefill_length=512, max_target_length=2048)
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with EnvPool("household", 4) as p:
+        yield p
+
+
+def rollout(engine, tokenizer, temperature, **kw):
+    kw = {"max_turns": 4, **kw}
+    cfg = RolloutConfig(sampling=SamplingParams(temperature=temperature), max_action_tokens=12, **kw)
+    return Rollout(Driver(engine), tokenizer, cfg)
+
+
+def test_masks_spans_and_logprobs(engine, tokenizer, pool, model):
+    trajs = rollout(engine, tokenizer, 1.0).run(pool, [3, 3, 4, 5])
+    env = envs.make("household")
+    for traj in trajs:
+        assert traj.termination in (DONE, TURN_LIMIT) and traj.num_turns >= 1
+        mask = np.asarray(traj.policy_mask)
+        assert len(traj.tokens) == len(mask) == len(traj.logprobs)
+        covered = np.zeros_like(mask)
+        prev_end = 0
+        for turn in traj.turns:
+            assert prev_end < turn.start < turn.end  # observation / prompt tokens between turns
+            covered[turn.start:turn.end] = True
+            prev_end = turn.end
+            assert tokenizer.decode(traj.tokens[turn.start:turn.end]) == turn.response
+            assert turn.action == env.extract_action(turn.response)
+        np.testing.assert_array_equal(covered, mask)  # spans partition the policy tokens
+        assert np.all(np.asarray(traj.logprobs)[~mask] == 0.0) and np.all(np.asarray(traj.logprobs)[mask] <= 0)
+        assert len(traj.snapshots) == traj.num_turns + 1
+    # the logprobs are those of the policy over exactly this token sequence (teacher-forced forward)
+    traj = trajs[0]
+    tokens = np.asarray(traj.tokens)[None]
+    logp = jax.nn.log_softmax(model(tokens)[0, :-1], axis=-1)
+    want = np.asarray(logp)[np.arange(len(traj.tokens) - 1), tokens[0, 1:]]
+    mask = np.asarray(traj.policy_mask)[1:]
+    np.testing.assert_allclose(np.asarray(traj.logprobs)[1:][mask], want[mask], atol=1e-4)
+
+
+def test_continue_from_reproduces_greedy(engine, tokenizer, pool):
+    ro = rollout(engine, tokenizer, 0.0)
+    [traj] = ro.run(pool, [7])
+    assert traj.num_turns == 4
+    for turn in (1, 3):
+        conts = ro.continue_from(traj, turn, k=2, pool=pool)
+        for c in conts:
+            assert c.tokens[:traj.turns[turn].start] == traj.tokens[:traj.turns[turn].start]
+            assert c.parent == (traj.uid, turn)
+            assert c.tokens == traj.tokens and c.policy_mask == traj.policy_mask
+            assert [t.response for t in c.turns] == [t.response for t in traj.turns]
+            assert [t.observation for t in c.turns] == [t.observation for t in traj.turns]
+            assert c.snapshots == traj.snapshots and c.termination == traj.termination
+            np.testing.assert_allclose(c.logprobs, traj.logprobs, atol=1e-4)
+
+
+def test_group_prefilled_once(engine, tokenizer, pool):
+    ro = rollout(engine, tokenizer, 1.0, max_turns=1)
+    trajs = ro.run(pool, [9, 9, 9, 9])
+    opening = trajs[0].turns[0].start
+    assert all(t.tokens[:opening] == trajs[0].tokens[:opening] for t in trajs)
+    assert ro.driver.stats["prefill_tokens"] == opening
+    assert len({tuple(t.tokens[opening:]) for t in trajs}) > 1  # 4 different samples
+
+
+def test_context_limit(model, tokenizer, pool):
+    small = Engine(model, max_concurrent_decodes=2, max_prefill_length=512, max_target_length=700)
+    trajs = rollout(small, tokenizer, 1.0, max_turns=30).run(pool, [1, 2])
+    for t in trajs:
+        assert t.termination == CONTEXT_LIMIT and not t.success and len(t.tokens) + 12 <= 700
+
+
+@pytest.mark.parametrize("name", ["household", "shop", "searchqa"])
+def test_expert_through_the_loop(name, tokenizer):
+    """The expert plays every family through the same loop (SFT demonstrations): it succeeds, and its
+    continuations from a middle turn are token-identical replays."""
+    with EnvPool(name, 3) as p:
+        ro = Rollout(None, tokenizer, RolloutConfig())
+        trajs = ro.run(p, [0, 1, 2], expert=True)
+        assert all(t.success and t.termination == DONE for t in trajs)
+        assert all(turn.valid for t in trajs for turn in t.turns)
+        t = trajs[0]
+        [c] = ro.continue_from(t, t.num_turns // 2, k=1, pool=p, expert=True)
+        assert c.tokens == t.tokens and c.success
+
+
+@pytest.mark.parametrize("name", ["household", "shop", "searchqa"])
+def test_bad_responses_give_feedback(name):
+    bad = ["", "no tags at all", "<action></action>", "<search></search>",
+           "<action>" + "x" * 5000 + "</action>", "<action>gö to cäbinet 1 ☃</action>",
+           "<search>" + "y " * 3000 + "</search>", "<answer>a</answer><search>b</search>", "\x00\x07"]
+    with EnvPool(name, 1) as p:
+        p.reset([0])
+        for response in bad:
+            action, obs, reward, done, info, snap = p.act({0: response})[0]
+            assert info["valid"] is False and not done and reward == 0.0, response[:40]
+            assert isinstance(obs, str) and obs
