@@ -36,6 +36,7 @@ setup(
     entry_points={
         "console_scripts": [
             "prover-convert=prover_jax.convert.cli:run",
+            "prover-generate=prover_jax.sampling.cli:run",
         ],
     },
 )
