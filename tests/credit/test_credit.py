@@ -1,0 +1,173 @@
+"""GRPO and ProVer credit: eligibility, shortest success, delta arithmetic, where the bonus lands,
+and the unbiasedness of verification against exact dynamic programming."""
+
+import types
+
+import ml_collections
+import numpy as np
+import pytest
+
+from prover_jax.credit import PolicyVerifier, make_credit
+from prover_jax.credit.prover import (delta_estimate, eligible, segment_bonus, segment_tokens,
+                                     shortest_success)
+from prover_jax.credit.verify import Outcome
+from prover_jax.envs import dp, make
+from prover_jax.envs.household import mixed_policy
+from prover_jax.rollout.trajectory import Trajectory, Turn
+from prover_jax.training.config import default_config
+
+
+def fake_traj(num_turns, success, uid=0, valid=None, obs_len=3, act_len=2):
+    """Prompt of 4 tokens, then per turn act_len policy tokens and obs_len observation tokens."""
+    t = Trajectory(env="household", seed=0, uid=uid, task="task")
+    t.append(range(4), policy=False)
+    for k in range(num_turns):
+        start = len(t.tokens)
+        t.append([10 + k] * act_len, policy=True, logprobs=[-0.5] * act_len)
+        ok = True if valid is None else valid[k]
+        t.turns.append(Turn(start, start + act_len, f"a{k}", f"a{k}", ok, "obs", 0.0, "stop"))
+        if k < num_turns - 1:
+            t.append([1] * obs_len, policy=False)
+    t.snapshots = [None] * (num_turns + 1)
+    t.success, t.score, t.termination = success, float(success), "done"
+    return t
+
+
+class FixedJudge:
+    def __init__(self, segment, reason="ok"):
+        self.segment, self.reason, self.seen = segment, reason, []
+
+    def propose(self, success, failures, *, max_segment_turns, rng):
+        self.seen.append((success.uid, [f.uid for f in failures]))
+        return types.SimpleNamespace(segment=self.segment, reason=self.reason, calls=1, cost_usd=0.01,
+                                     input_tokens=100, output_tokens=10)
+
+
+class FixedVerifier:
+    """Continuations with given success rates: pre boundary p_pre, post boundary p_post."""
+
+    def __init__(self, p_pre, p_post, tokens=5):
+        self.p_pre, self.p_post, self.tokens, self.starts = p_pre, p_post, tokens, []
+
+    def run(self, starts):
+        self.starts += starts
+        out = []
+        for n, (_, _, k) in enumerate(starts):
+            p = self.p_pre if n % 2 == 0 else self.p_post
+            wins = int(round(p * k))
+            out.append([Outcome(i < wins, self.tokens) for i in range(k)])
+        return out
+
+
+def config(**prover):
+    c = default_config().credit
+    c.prover.update(prover)
+    return c
+
+
+def test_grpo_broadcast():
+    group = [fake_traj(3, True, 0), fake_traj(2, False, 1), fake_traj(4, False, 2), fake_traj(1, False, 3)]
+    out = make_credit("grpo", config()).assign([group])
+    for t, adv, a in zip(group, out.advantages[0], [0.75, -0.25, -0.25, -0.25]):
+        mask = np.asarray(t.policy_mask)
+        np.testing.assert_allclose(adv[mask], a) and np.testing.assert_array_equal(adv[~mask], 0)
+    c = config()
+    c.grpo_std = True
+    out = make_credit("grpo", c).assign([group])
+    assert out.advantages[0][0].max() == pytest.approx(0.75 / (np.std([1, 0, 0, 0]) + 1e-6), rel=1e-5)
+
+
+def test_eligibility_and_shortest_success():
+    assert eligible(np.array([1, 0, 0, 0.]), 0.0, 0.5)
+    assert not eligible(np.array([1, 1, 0, 0.]), 0.0, 0.5)  # p = 0.5 is outside (strict)
+    assert not eligible(np.zeros(4), 0.0, 0.5) and not eligible(np.ones(4), 0.0, 0.5)
+    group = [fake_traj(5, True, 0), fake_traj(3, True, 1), fake_traj(3, True, 2, act_len=1), fake_traj(2, False, 3)]
+    assert shortest_success(group) == 2  # 3 turns, fewer tokens than uid 1
+    with pytest.raises(ValueError):
+        shortest_success([fake_traj(2, False)])
+
+
+def test_delta_and_variants():
+    pre, post = [Outcome(s) for s in (1, 0, 0, 0)], [Outcome(s) for s in (1, 1, 1, 0)]
+    assert delta_estimate(pre, post) == pytest.approx(0.5)
+    assert segment_bonus(0.5, 2.0, "positive") == 1.0 and segment_bonus(-0.5, 2.0, "positive") == 0.0
+    assert segment_bonus(-0.5, 2.0, "signed") == -1.0
+    assert segment_bonus(0.2, 1.0, "threshold", 0.25) == 0.0 and segment_bonus(0.3, 1.0, "threshold", 0.25) == 0.3
+    with pytest.raises(ValueError):
+        segment_bonus(0.1, 1.0, "bogus")
+
+
+@pytest.mark.parametrize("p_pre,p_post,bonus", [(0.25, 0.75, 0.5), (0.75, 0.25, 0.0), (0.5, 0.5, 0.0)])
+def test_bonus_lands_on_segment_tokens_only(p_pre, p_post, bonus):
+    win = fake_traj(5, True, 0)
+    group = [win] + [fake_traj(6, False, i) for i in range(1, 8)]
+    judge, verifier = FixedJudge((1, 2)), FixedVerifier(p_pre, p_post)
+    out = make_credit("prover", config(k=4), judge=judge, verifier=verifier).assign([group])
+    base = make_credit("grpo", config()).assign([group]).advantages[0]
+    seg = segment_tokens(win, 1, 2)
+    assert seg.sum() == 4 and all(seg[win.turns[k].start:win.turns[k].end].all() for k in (1, 2))
+    np.testing.assert_allclose(out.advantages[0][0] - base[0], bonus * seg, atol=1e-7)
+    for i in range(1, 8):  # failed trajectories: plain GRPO
+        np.testing.assert_array_equal(out.advantages[0][i], base[i])
+    assert [(t.uid, turn, k) for t, turn, k in verifier.starts] == [(0, 1, 4), (0, 3, 4)]
+    m = out.metrics
+    assert m["prover/eligible_groups"] == 1 and m["prover/valid_proposals"] == 1
+    assert m["prover/accepted"] == (bonus > 0) and m["prover/segment_len"] == 2
+    assert m["prover/delta_mean"] == pytest.approx(p_post - p_pre)
+    batch_tokens = sum(t.num_policy_tokens for t in group)
+    assert m["prover/extra_token_frac"] == pytest.approx(8 * 5 / batch_tokens)
+    assert judge.seen == [(0, list(range(1, 8)))]
+
+
+@pytest.mark.parametrize("segment,reason", [((3, 4), "terminal"), ((0, 4), "too_long"), ((2, 1), None),
+                                            ((-1, 0), None), ((1, 1), "invalid_action")])
+def test_invalid_proposals_dropped(segment, reason):
+    win = fake_traj(5, True, 0, valid=[True, False, True, True, True])
+    group = [win] + [fake_traj(6, False, i) for i in range(1, 4)]
+    verifier = FixedVerifier(0.0, 1.0)
+    out = make_credit("prover", config(k=2, max_segment_turns=4), judge=FixedJudge(segment),
+                      verifier=verifier).assign([group])
+    assert verifier.starts == [] and out.metrics["prover/valid_proposals"] == 0
+    dropped = {k: v for k, v in out.metrics.items() if k.startswith("prover/dropped/")}
+    assert sum(dropped.values()) == 1 and (reason is None or dropped == {f"prover/dropped/{reason}": 1})
+    np.testing.assert_array_equal(out.advantages[0][0], make_credit("grpo", config()).assign([group]).advantages[0][0])
+
+
+def test_ineligible_groups_skip_the_judge():
+    judge = FixedJudge((0, 0))
+    groups = [[fake_traj(2, True, 0), fake_traj(2, True, 1)], [fake_traj(2, False, 2), fake_traj(2, False, 3)]]
+    out = make_credit("prover", config(), judge=judge, verifier=FixedVerifier(0, 1)).assign(groups)
+    assert judge.seen == [] and out.metrics["prover/eligible_groups"] == 0
+
+
+def test_verification_is_unbiased_against_exact_dp():
+    """For a fixed stochastic policy, the mean of many delta estimates equals V(s_post) - V(s_pre)."""
+    env = make("household", task_type="pick_and_place", max_turns=8, expert_turns=(3, 6), num_receptacles=4,
+               num_objects=0, num_decoys=1)
+    policy = mixed_policy(0.5)
+    rng = np.random.default_rng(0)
+    # a trajectory of the policy itself, with its snapshots
+    traj = Trajectory(env="household", seed=3, uid=0, task="")
+    obs, info = env.reset(3)
+    traj.snapshots.append(env.snapshot())
+    infos = [(obs, info)]
+    done = False
+    while not done:
+        probs = policy(obs, info)
+        acts = list(probs)
+        a = acts[rng.choice(len(acts), p=[probs[x] for x in acts])]
+        obs, _, done, info = env.step(a)
+        traj.turns.append(Turn(0, 0, a, a, info["valid"], obs, 0.0, "stop"))
+        traj.snapshots.append(env.snapshot())
+        infos.append((obs, info))
+    assert traj.num_turns >= 3
+    l, r = 0, 1
+    memo = {}
+    value = lambda t: dp.success_probability(env, policy, traj.snapshots[t], *infos[t], _memo=memo)
+    exact = value(r + 1) - value(l)
+    verifier = PolicyVerifier(env, policy, seed=1)
+    k, reps = 8, 150
+    deltas = [delta_estimate(*verifier.run([(traj, l, k), (traj, r + 1, k)])) for _ in range(reps)]
+    mean, se = np.mean(deltas), np.std(deltas, ddof=1) / np.sqrt(reps)
+    assert abs(mean - exact) < 3.5 * se + 1e-9, (mean, exact, se)
+    assert se > 0
