@@ -20,8 +20,11 @@ install: $(STAMP)
 test: $(STAMP)
 	PROVER_REQUIRE_ALFWORLD=1 $(BIN)/python -m pytest -q -ra --timeout=900 tests
 
+# SFT warm start + GRPO/ProVer on the built-in household env, fresh each time (prover-train resumes).
+DEMO_DIR ?= runs/demo
 demo: $(STAMP)
-	$(BIN)/python -m prover_jax.demo
+	rm -rf $(DEMO_DIR)
+	$(BIN)/python -m prover_jax.demo --workdir=$(DEMO_DIR)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

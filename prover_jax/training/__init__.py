@@ -1,0 +1,1 @@
+"""Training: the GRPO loss (with per-token advantages) and the jitted train step."""

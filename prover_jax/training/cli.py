@@ -1,0 +1,42 @@
+"""`prover-train`: SFT warm start + GRPO / ProVer RL from a config file; resumable.
+
+    prover-train --config=configs/demo.py --workdir=/tmp/run [--config.train.steps=20]
+                 [--export_hf=DIR] [--eval_only]
+
+Re-running the same command after an interruption resumes from the last checkpoint in
+WORKDIR/checkpoints. Writes WORKDIR/metrics.jsonl (one line per optimizer step), WORKDIR/summary.json
+and WORKDIR/progress.png.
+"""
+
+from __future__ import annotations
+
+import json
+
+from absl import app, flags
+from ml_collections import config_flags
+
+FLAGS = flags.FLAGS
+config_flags.DEFINE_config_file("config", None, "Trainer config file (see configs/).", lock_config=True)
+flags.DEFINE_string("workdir", None, "Run folder: checkpoints, metrics, tokenizer, plots.")
+flags.DEFINE_string("export_hf", None, "Export the final policy as an HF folder here.")
+flags.DEFINE_bool("eval_only", False, "Only evaluate the current policy (greedy, held-out seeds).")
+flags.DEFINE_bool("progress", True, "Show a progress bar with live figures.")
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    if FLAGS.config is None or FLAGS.workdir is None:
+        raise app.UsageError("--config and --workdir are required")
+    from prover_jax.training.run import train
+
+    summary = train(FLAGS.config, FLAGS.workdir, FLAGS.export_hf, FLAGS.eval_only, FLAGS.progress)
+    print(json.dumps(summary, indent=1))
+
+
+def run(argv=None):
+    app.run(main, argv=argv)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,169 @@
+"""GRPO policy loss on token-aligned batches, and per-token log-probs / entropies from the model.
+
+Token alignment (the trainer's batch contract): logp[:, t] = log_softmax(logits[:, t-1])[tokens[:, t]],
+logp[:, 0] = 0; `loss_mask[:, t]` marks the policy tokens (sampled by the policy), never position 0.
+
+Aggregation `agg(x)` of a per-token quantity x over the policy tokens m (N = sum m, n_i = sum_t m_it,
+S = #sequences with n_i > 0, T = horizon, default the padded length L):
+    token-mean               sum_it m x / N
+    seq-mean-token-mean      (1/S) sum_{i: n_i>0} (sum_t m_it x_it / n_i)
+    seq-mean-token-sum-norm  sum_it m x / (S T)   (Dr.GRPO: per-sequence sums over a constant horizon)
+verl's `agg_loss` writes the last mode as sum_it m x / T on whatever batch it is handed and relies on
+its gradient-accumulation scale (micro_bsz / mini_bsz) to supply the 1/S; here S is explicit, so the
+value does not depend on how the batch is split. N and S may be passed in (`num_tokens`, `num_seqs`)
+as totals over a larger batch: then every term is a partial sum and the losses of the parts add up
+to the loss of the whole (this is how `step.make_train_step` accumulates micro-batches exactly).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+LOG_RATIO_CLAMP = 20.0  # |logp - logp_old| is clipped here before exp (as verl does)
+KL_CLAMP = 10.0  # d = logp_ref - logp is clipped to [-KL_CLAMP, KL_CLAMP] before the k3 estimator
+
+
+def _chunk_logprobs(model, h_BxTxD, targets_BxT):
+    """log p(target) and entropy -sum_v p_v log p_v of each position's next-token distribution."""
+    logp_BxTxV = jax.nn.log_softmax(model.logits(h_BxTxD), axis=-1)
+    logp = jnp.take_along_axis(logp_BxTxV, targets_BxT[..., None], axis=-1)[..., 0]
+    entropy = -jnp.sum(jnp.exp(logp_BxTxV) * logp_BxTxV, axis=-1)
+    return logp, entropy
+
+
+def token_logprobs(model, tokens_BxL, valid_BxL, chunk: int | None = None):
+    """(logp [B, L], entropy [B, L]) in fp32 under `model`.
+
+    logp[:, t] = log_softmax(W h[:, t-1])[tokens[:, t]] and entropy[:, t] = H(softmax(W h[:, t-1])),
+    with h = model.hidden(tokens, mask_BxT=valid); both are 0 at t = 0 and wherever valid[:, t] is
+    False. With `chunk`, the vocab projection runs over sequence chunks of that many positions under
+    `jax.checkpoint` (logits recomputed in the backward pass), so at most a [B, chunk, V] block of
+    logits exists at any time instead of [B, L, V].
+    """
+    B, L = tokens_BxL.shape
+    h_BxLxD = model.hidden(tokens_BxL, mask_BxT=valid_BxL)
+    h_pred, targets = h_BxLxD[:, :-1], tokens_BxL[:, 1:]
+    n = L - 1
+    if chunk is None or chunk >= n:
+        logp, entropy = _chunk_logprobs(model, h_pred, targets)
+    else:
+        if chunk < 1:
+            raise ValueError(f"logprob chunk must be >= 1, got {chunk}")
+        num = -(-n // chunk)
+        pad = num * chunk - n
+        h_pred = jnp.pad(h_pred, ((0, 0), (0, pad), (0, 0)))
+        targets = jnp.pad(targets, ((0, 0), (0, pad)))
+        h_CxBxKxD = h_pred.reshape(B, num, chunk, -1).swapaxes(0, 1)
+        t_CxBxK = targets.reshape(B, num, chunk).swapaxes(0, 1)
+        body = jax.checkpoint(lambda h, t: _chunk_logprobs(model, h, t))
+        logp, entropy = jax.lax.map(lambda xs: body(*xs), (h_CxBxKxD, t_CxBxK))
+        logp = logp.swapaxes(0, 1).reshape(B, num * chunk)[:, :n]
+        entropy = entropy.swapaxes(0, 1).reshape(B, num * chunk)[:, :n]
+    keep = valid_BxL[:, 1:].astype(bool)
+    zero = jnp.zeros((B, 1), jnp.float32)
+    logp = jnp.concatenate([zero, jnp.where(keep, logp, 0.0)], axis=1)
+    entropy = jnp.concatenate([zero, jnp.where(keep, entropy, 0.0)], axis=1)
+    return logp, entropy
+
+
+def aggregate(x_BxL, mask_BxL, aggregation: str, *, num_tokens=None, num_seqs=None, horizon=None):
+    """agg(x) over the tokens of `mask` (see the module docstring); masked-out values never matter.
+
+    num_tokens / num_seqs default to this batch's N and S; horizon defaults to L. Empty denominators
+    count as 1 (a batch without policy tokens aggregates to 0).
+    """
+    m = mask_BxL.astype(bool)
+    x = jnp.where(m, x_BxL, 0.0)
+    per_seq = jnp.sum(m, axis=-1)
+    if num_tokens is None:
+        num_tokens = jnp.sum(per_seq)
+    if num_seqs is None:
+        num_seqs = jnp.sum(per_seq > 0)
+    horizon = x_BxL.shape[-1] if horizon is None else horizon
+    if aggregation == "token-mean":
+        return jnp.sum(x) / jnp.maximum(num_tokens, 1)
+    if aggregation == "seq-mean-token-mean":
+        seq_means = jnp.sum(x, axis=-1) / jnp.maximum(per_seq, 1)
+        return jnp.sum(seq_means) / jnp.maximum(num_seqs, 1)
+    if aggregation == "seq-mean-token-sum-norm":
+        return jnp.sum(x) / (jnp.maximum(num_seqs, 1) * horizon)
+    raise ValueError(f"unknown aggregation {aggregation!r}; expected one of {AGGREGATIONS}")
+
+
+def grpo_loss(logprobs, old_logprobs, advantages, loss_mask, *, eps_low: float, eps_high: float,
+              dual_clip: float = 0.0, aggregation: str = "token-mean", kl_coef: float = 0.0,
+              ref_logprobs=None, entropy=None, entropy_coef: float = 0.0, num_tokens=None,
+              num_seqs=None, horizon=None):
+    """Clipped-ratio GRPO loss with per-token advantages; returns (loss, metrics).
+
+    Per policy token (all inputs [B, L]):
+        r  = exp(clip(logp - logp_old, -20, 20))
+        pg = max(-A r, -A clip(r, 1 - eps_low, 1 + eps_high))
+        pg = min(pg, -A c)                       for A < 0 when dual_clip c > 1
+        d  = clip(logp_ref - logp, -10, 10);  kl = exp(d) - d - 1    (k3, >= 0)
+    loss = agg(pg) + kl_coef agg(kl) - entropy_coef agg(entropy).
+
+    Inputs at positions outside `loss_mask` are replaced by zeros first, so neither their values
+    (NaN included) nor their gradients can matter. Metrics (no gradient): pg_loss, kl, entropy
+    (agg of each, 0 when not given), clip_frac and dual_clip_frac (share of policy tokens where the
+    ratio clip / dual clip is the active branch), ratio_mean, approx_kl = mean 0.5 (logp - logp_old)^2
+    (token means over N), num_tokens (this batch's policy tokens). With `num_tokens`/`num_seqs` given
+    as totals over a larger batch, every metric except num_tokens is a partial sum of that batch's.
+    """
+    if aggregation not in AGGREGATIONS:
+        raise ValueError(f"unknown aggregation {aggregation!r}; expected one of {AGGREGATIONS}")
+    if kl_coef and ref_logprobs is None:
+        raise ValueError("kl_coef > 0 needs ref_logprobs")
+    if entropy_coef and entropy is None:
+        raise ValueError("entropy_coef != 0 needs entropy")
+    m = loss_mask.astype(bool)
+    mf = m.astype(jnp.float32)
+    per_seq = jnp.sum(mf, axis=-1)
+    n_tok = jnp.sum(per_seq) if num_tokens is None else num_tokens
+    n_seq = jnp.sum(per_seq > 0) if num_seqs is None else num_seqs
+
+    def masked(x):
+        return jnp.where(m, x, 0.0).astype(jnp.float32)
+
+    def agg(x):
+        return aggregate(x, m, aggregation, num_tokens=n_tok, num_seqs=n_seq, horizon=horizon)
+
+    def token_mean(x):
+        return jnp.sum(masked(x)) / jnp.maximum(n_tok, 1)
+
+    logp, old, adv = masked(logprobs), masked(old_logprobs), masked(advantages)
+    log_ratio = logp - old
+    ratio = jnp.exp(jnp.clip(log_ratio, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
+    pg1 = -adv * ratio
+    pg2 = -adv * jnp.clip(ratio, 1.0 - eps_low, 1.0 + eps_high)
+    pg = jnp.maximum(pg1, pg2)
+    clipped = pg2 > pg1
+    dual_active = jnp.zeros_like(clipped)
+    if dual_clip > 1.0:
+        pg3 = -adv * dual_clip
+        dual_active = (adv < 0) & (pg3 < pg)
+        pg = jnp.where(adv < 0, jnp.minimum(pg, pg3), pg)
+    pg_loss = agg(pg)
+    loss = pg_loss
+
+    kl_metric = jnp.zeros((), jnp.float32)
+    if ref_logprobs is not None:
+        d = jnp.clip(masked(ref_logprobs) - logp, -KL_CLAMP, KL_CLAMP)
+        kl_metric = agg(jnp.exp(d) - d - 1.0)
+        if kl_coef:
+            loss = loss + kl_coef * kl_metric
+    ent_metric = jnp.zeros((), jnp.float32)
+    if entropy is not None:
+        ent_metric = agg(masked(entropy))
+        if entropy_coef:
+            loss = loss - entropy_coef * ent_metric
+
+    metrics = dict(
+        pg_loss=pg_loss, kl=kl_metric, entropy=ent_metric,
+        clip_frac=token_mean(clipped.astype(jnp.float32)),
+        dual_clip_frac=token_mean(dual_active.astype(jnp.float32)),
+        ratio_mean=token_mean(ratio), approx_kl=token_mean(0.5 * jnp.square(log_ratio)),
+        num_tokens=jnp.sum(mf))
+    return loss, jax.tree.map(jax.lax.stop_gradient, metrics)

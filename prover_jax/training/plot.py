@@ -1,0 +1,30 @@
+"""Training curves from metrics.jsonl: success rate and ProVer acceptance per step."""
+
+from __future__ import annotations
+
+import json
+
+
+def plot_metrics(metrics_path: str, out_png: str) -> str:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with open(metrics_path) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    train = [r for r in rows if "success_rate" in r]
+    evals = [r for r in rows if "eval/success" in r]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot([r["step"] for r in train], [r["success_rate"] for r in train], label="train success rate")
+    ax.plot([r["step"] for r in train], [r.get("prover/acceptance_rate", 0.0) for r in train],
+            label="ProVer acceptance rate", linestyle="--")
+    if evals:
+        ax.plot([r["step"] for r in evals], [r["eval/success"] for r in evals], "o-", label="eval success (greedy)")
+    ax.set_xlabel("optimizer step")
+    ax.set_ylim(-0.02, 1.02)
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out_png, dpi=100)
+    plt.close(fig)
+    return out_png

@@ -1,0 +1,106 @@
+"""The whole training job (SFT warm start, RL steps with checkpoints, evaluation, export, plot);
+flag-free so `prover-train` and `make demo` share it.
+
+    summary = train(config, workdir, export_hf=None)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+from absl import logging
+
+
+def _summary_path(workdir):
+    return os.path.join(workdir, "summary.json")
+
+
+def train(config, workdir: str, export_hf: str | None = None, eval_only: bool = False,
+          progress: bool = True) -> dict:
+    """Runs (or resumes) the whole job; returns the summary dict."""
+    from prover_jax.training.memory import estimate, format_table
+    from prover_jax.training.plot import plot_metrics
+    from prover_jax.training.trainer import Trainer, maybe_initialize_distributed, mesh_devices
+
+    maybe_initialize_distributed()
+    try:
+        import jax
+        kind = config.get("accelerator") or jax.devices()[0].device_kind
+        n = len(mesh_devices(config)) if not config.get("accelerator") else None
+        logging.info("memory per device:\n%s", format_table(estimate(config, num_devices=n, device_kind=kind)))
+    except Exception as e:  # the estimate is advisory; never block a run on it
+        logging.warning("memory estimate unavailable: %s", e)
+    t_start = time.perf_counter()
+    trainer = Trainer(config, workdir)
+    summary = {}
+    if os.path.exists(_summary_path(workdir)):
+        with open(_summary_path(workdir)) as f:
+            summary = json.load(f)
+
+    def save_summary():
+        with open(_summary_path(workdir), "w") as f:
+            json.dump(summary, f, indent=1)
+
+    try:
+        if eval_only:
+            summary["eval_only_success"] = trainer.evaluate()
+            return summary
+        if not trainer.sft_done:
+            summary["sft"] = trainer.run_sft()
+            trainer.save()
+            save_summary()
+        if "success_before_rl" not in summary:
+            summary["success_before_rl"] = trainer.evaluate()
+            save_summary()
+        steps = config.train.steps
+        bar = None
+        if progress:
+            from tqdm import tqdm
+            bar = tqdm(total=steps, initial=trainer.step, desc="RL", dynamic_ncols=True, file=sys.stdout)
+        while trainer.step < steps:
+            row = trainer.rl_step()
+            trainer.log(row)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(success=f"{row['success_rate']:.2f}", loss=f"{row.get('loss', 0):.3f}",
+                                accepted=f"{row['prover/accepted']:.0f}/{row['prover/valid_proposals']:.0f}")
+            every = config.train.eval_every
+            if every and trainer.step % every == 0 and trainer.step < steps:
+                trainer.log({"step": trainer.step, "eval/success": trainer.evaluate()})
+            if trainer.step % config.train.checkpoint_every == 0 or trainer.step == steps:
+                trainer.save()
+        if bar is not None:
+            bar.close()
+        summary["success_after_rl"] = trainer.evaluate()
+        summary.update(_totals(trainer.metrics_path))
+        summary["wall_s_this_run"] = time.perf_counter() - t_start
+        if export_hf:
+            trainer.export_hf(export_hf)
+            summary["exported_hf"] = os.path.abspath(export_hf)
+        summary["plot"] = plot_metrics(trainer.metrics_path, os.path.join(workdir, "progress.png"))
+        save_summary()
+        return summary
+    finally:
+        trainer.close()
+
+
+def _totals(metrics_path: str) -> dict:
+    rows = []
+    with open(metrics_path) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    rows = [r for r in rows if "success_rate" in r]
+    if not rows:
+        return {}
+    total = lambda k: float(sum(r.get(k, 0.0) for r in rows))
+    valid = total("prover/valid_proposals")
+    return {"rl_steps": len(rows), "acceptance_rate": total("prover/accepted") / valid if valid else 0.0,
+            "valid_proposals": valid, "extra_token_frac": total("prover/verify_policy_tokens") / max(
+                total("policy_tokens"), 1.0),
+            "judge_calls": total("judge/calls"), "judge_cost_usd": total("judge/cost_usd"),
+            "time_s": {k: total(f"time/{k}_s") for k in ("rollout", "judge", "verify", "update")},
+            "train_success_first": rows[0]["success_rate"], "train_success_last": rows[-1]["success_rate"]}
+
+

@@ -1,0 +1,81 @@
+"""Supervised warm start on expert demonstrations (a random policy never succeeds; GRPO needs
+mixed groups).
+
+    loss = - sum_t m_t log pi(x_t | x_<t) / sum_t m_t        (m = policy tokens of the demonstration)
+
+Demonstrations are expert episodes played through the SAME rollout loop as RL (`expert=True`), so
+they are tokenised exactly like the policy's own trajectories.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from prover_jax.rollout import Rollout, RolloutConfig
+from prover_jax.training.batch import pack
+from prover_jax.training.loss import token_logprobs
+
+
+def demonstrations(rollout: Rollout, pool, seeds, max_length: int) -> list:
+    """Expert trajectories for `seeds` (played pool.num_envs at a time) that fit max_length tokens."""
+    out = []
+    for i in range(0, len(seeds), pool.num_envs):
+        out += rollout.run(pool, seeds[i:i + pool.num_envs], expert=True)
+    return [t for t in out if t.success and len(t.tokens) <= max_length]
+
+
+def make_sft_step(graphdef, optimizer):
+    def loss_fn(params, tokens, valid, mask):
+        model = nnx.merge(graphdef, params)
+        logp, _ = token_logprobs(model, tokens, valid)
+        m = mask.astype(jnp.float32)
+        return -jnp.sum(logp * m) / jnp.maximum(jnp.sum(m), 1.0)
+
+    @jax.jit
+    def step(params, opt_state, tokens, valid, mask):
+        loss, grads = jax.value_and_grad(loss_fn)(params, tokens, valid, mask)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    return step
+
+
+def warm_start(trainer, cfg) -> dict:
+    """Trains trainer.state.params for cfg.steps steps of cfg.batch_size demonstrations; logs to
+    WORKDIR/sft.jsonl; returns {demos, loss_first, loss_last, seconds}."""
+    c = trainer.config
+    t0 = time.perf_counter()
+    expert = Rollout(None, trainer.tokenizer, RolloutConfig(max_turns=c.rollout.max_turns or None,
+                                                          max_action_tokens=c.rollout.max_action_tokens))
+    seeds = list(range(c.env.train_seed_start, c.env.train_seed_start + cfg.episodes))
+    demos = demonstrations(expert, trainer.pool, seeds, c.rollout.max_target_length)
+    if not demos:
+        raise RuntimeError("no expert demonstration fits rollout.max_target_length")
+    optimizer = optax.chain(optax.clip_by_global_norm(1.0), optax.adam(cfg.learning_rate))
+    params = trainer.state.params
+    opt_state = optimizer.init(params)
+    step = make_sft_step(trainer.graphdef, optimizer)
+    rng = np.random.default_rng(c.seed)
+    losses = []
+    path = os.path.join(trainer.workdir, "sft.jsonl")
+    with open(path, "w") as f:
+        for i in range(cfg.steps):
+            pick = rng.choice(len(demos), size=min(cfg.batch_size, len(demos)), replace=False)
+            chosen = [demos[j] for j in pick]
+            batch = pack(chosen, [np.zeros(len(t.tokens), np.float32) for t in chosen],
+                         micro_batch_size=len(chosen))
+            params, opt_state, loss = step(params, opt_state, batch["tokens"][0], batch["valid"][0],
+                                           batch["loss_mask"][0])
+            losses.append(float(loss))
+            f.write(json.dumps({"sft_step": i + 1, "loss": losses[-1]}) + "\n")
+    trainer.state = trainer.state.replace(params=params)
+    return {"demos": len(demos), "loss_first": losses[0], "loss_last": losses[-1],
+            "seconds": time.perf_counter() - t0}

@@ -1,0 +1,193 @@
+"""The optimizer, the train state and one pure, jitted GRPO train step with gradient accumulation.
+
+    optimizer = make_optimizer(cfg.optim)
+    graphdef = nnx.graphdef(model)
+    state = init_train_state(model, optimizer)     # shares buffers with `model` until the 1st step
+    train_step = make_train_step(graphdef, cfg.loss, optimizer, mesh=mesh)
+    state, metrics = train_step(state, batch)      # batch arrays [M, mb, L]; `state` is donated
+
+After the first step the model's own arrays are donated: rebuild it with
+`nnx.merge(graphdef, state.params)`.
+"""
+
+from __future__ import annotations
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import optax
+from flax import nnx
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from prover_jax.sharding import named_sharding
+from prover_jax.training.loss import AGGREGATIONS, grpo_loss, token_logprobs
+
+BATCH_KEYS = ("tokens", "valid", "loss_mask", "advantages", "old_logprobs")
+
+
+@flax.struct.dataclass
+class TrainState:
+    params: nnx.State  # the model's nnx.Param state (graphdef kept by the caller)
+    opt_state: optax.OptState
+    step: jax.Array  # int32 scalar: optimizer updates applied (skipped steps do not count)
+
+
+def _warmup(lr: float, warmup_steps: int):
+    """lr_t = lr min(1, (t + 1) / warmup_steps): the first update already moves (lr / warmup)."""
+    if warmup_steps <= 0:
+        return lr
+    return lambda count: lr * jnp.minimum(1.0, (count + 1.0) / warmup_steps)
+
+
+def _decay_mask(params):
+    """Weight decay on matrices only (not on norms, biases, A_log, dt_bias)."""
+    return jax.tree.map(lambda p: p.ndim >= 2, params)
+
+
+def make_optimizer(cfg) -> optax.GradientTransformation:
+    """`cfg.optim` -> chain(global-norm clip if grad_clip > 0, adamw | adam | sgd).
+
+    The learning rate (with linear warmup over `warmup_steps`) is an injected hyperparameter:
+    `opt_state.hyperparams["learning_rate"]` holds the rate used by the latest update.
+    """
+    name = cfg.name
+
+    def build(learning_rate):
+        if name == "adamw":
+            opt = optax.adamw(learning_rate, b1=cfg.b1, b2=cfg.b2, weight_decay=cfg.weight_decay,
+                              mask=_decay_mask)
+        elif name == "adam":
+            opt = optax.adam(learning_rate, b1=cfg.b1, b2=cfg.b2)
+        elif name == "sgd":
+            opt = optax.sgd(learning_rate)
+        else:
+            raise ValueError(f"unknown optimizer {name!r}; expected adamw | adam | sgd")
+        clip = [optax.clip_by_global_norm(cfg.grad_clip)] if cfg.grad_clip > 0 else []
+        return optax.chain(*clip, opt)
+
+    build(cfg.learning_rate)  # fail on a bad name now, not at the first step
+    return optax.inject_hyperparams(build)(learning_rate=_warmup(cfg.learning_rate, cfg.warmup_steps))
+
+
+def init_train_state(model: nnx.Module, optimizer: optax.GradientTransformation) -> TrainState:
+    """TrainState of `model`'s Params (optimizer moments placed like the params they track)."""
+    _, params = nnx.split(model, nnx.Param)
+    return TrainState(params=params, opt_state=optimizer.init(params),
+                      step=jnp.zeros((), jnp.int32))
+
+
+def _loss_kwargs(loss_cfg):
+    if loss_cfg.aggregation not in AGGREGATIONS:
+        raise ValueError(f"unknown loss.aggregation {loss_cfg.aggregation!r}; expected {AGGREGATIONS}")
+    return dict(eps_low=loss_cfg.eps_low, eps_high=loss_cfg.eps_high, dual_clip=loss_cfg.dual_clip,
+                aggregation=loss_cfg.aggregation, kl_coef=loss_cfg.kl_coef,
+                entropy_coef=loss_cfg.entropy_coef, horizon=getattr(loss_cfg, "horizon", None))
+
+
+def make_train_step(graphdef, loss_cfg, optimizer: optax.GradientTransformation, *, mesh=None,
+                    logprob_chunk: int | None = None):
+    """Jitted `train_step(state, batch) -> (state, metrics)`, `state` donated.
+
+    batch: the trainer's token-aligned arrays with a leading micro-batch axis, [M, mb, L] each
+    (tokens, valid, loss_mask, advantages, old_logprobs, and ref_logprobs when loss.kl_coef > 0).
+
+    Accumulation is exact for every aggregation: the normalisers N (policy tokens) and S (sequences
+    with a policy token) are counted over the whole [M, mb] batch first, and each micro-batch loss is
+    its partial sum over those global N, S (see loss.py), so sum_k loss_k = loss(whole batch) and the
+    gradients are summed (in fp32) under lax.scan; then ONE optimizer update.
+
+    If the loss or the gradient norm is not finite, the update is skipped: params, opt_state and
+    step are returned unchanged (bit-identical) and metrics["skipped"] = 1.
+
+    With `mesh`: each micro-batch is sharded over its sequences (logical "batch" -> data, fsdp), and
+    the new state keeps exactly the shardings of the state passed in (read on the first call).
+    """
+    kwargs = _loss_kwargs(loss_cfg)
+
+    def loss_fn(params, mb, num_tokens, num_seqs):
+        model = nnx.merge(graphdef, params)
+        logp, entropy = token_logprobs(model, mb["tokens"], mb["valid"], chunk=logprob_chunk)
+        return grpo_loss(logp, mb["old_logprobs"], mb["advantages"], mb["loss_mask"],
+                         ref_logprobs=mb.get("ref_logprobs"), entropy=entropy,
+                         num_tokens=num_tokens, num_seqs=num_seqs, **kwargs)
+
+    grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+
+    def step_fn(state: TrainState, batch, grad_shardings=None):
+        missing = [k for k in BATCH_KEYS if k not in batch]
+        if missing:
+            raise KeyError(f"train batch lacks {missing}")
+        mask = batch["loss_mask"].astype(bool)
+        num_tokens = jnp.sum(mask)
+        num_seqs = jnp.sum(jnp.any(mask, axis=-1))
+
+        def micro(carry, mb):
+            grads_acc, metrics_acc = carry
+            (loss, metrics), grads = grad_fn(state.params, mb, num_tokens, num_seqs)
+            if grad_shardings is not None:
+                grads = jax.lax.with_sharding_constraint(grads, grad_shardings)
+            grads_acc = jax.tree.map(lambda a, g: a + g.astype(jnp.float32), grads_acc, grads)
+            metrics_acc = jax.tree.map(jnp.add, metrics_acc, dict(metrics, loss=loss))
+            return (grads_acc, metrics_acc), None
+
+        first = jax.tree.map(lambda x: x[0], batch)
+        shapes = jax.eval_shape(loss_fn, state.params, first, num_tokens, num_seqs)
+        zero_metrics = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype),
+                                    dict(shapes[1], loss=shapes[0]))
+        zero_grads = jax.tree.map(lambda p: jnp.zeros(p.shape, jnp.float32), state.params)
+        (grads, metrics), _ = jax.lax.scan(micro, (zero_grads, zero_metrics), batch)
+        grads = jax.tree.map(lambda g, p: g.astype(p.dtype), grads, state.params)
+
+        grad_norm = optax.global_norm(grads)
+        finite = jnp.isfinite(metrics["loss"]) & jnp.isfinite(grad_norm)
+        grads = jax.tree.map(lambda g: jnp.where(finite, g, 0), grads)
+        updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+
+        def keep(new, old):
+            return jax.tree.map(lambda n, o: jnp.where(finite, n, o), new, old)
+
+        new_state = TrainState(params=keep(params, state.params),
+                               opt_state=keep(opt_state, state.opt_state),
+                               step=state.step + finite.astype(jnp.int32))
+        metrics = dict(metrics, num_seqs=num_seqs, grad_norm=grad_norm,
+                       skipped=1 - finite.astype(jnp.int32))
+        hyper = getattr(new_state.opt_state, "hyperparams", None)
+        if hyper is not None and "learning_rate" in hyper:
+            metrics["learning_rate"] = hyper["learning_rate"]
+        return new_state, metrics
+
+    if mesh is None:
+        return jax.jit(step_fn, donate_argnums=0)
+
+    replicated = NamedSharding(mesh, P())
+    cache = {}
+
+    def placed(x):
+        s = getattr(x, "sharding", None)
+        return s if isinstance(s, NamedSharding) and s.mesh == mesh else replicated
+
+    def train_step(state: TrainState, batch):
+        key = jax.tree.structure(state)
+        if key not in cache:
+            state_sh = jax.tree.map(placed, state)
+            fn = lambda s, b: step_fn(s, b, grad_shardings=state_sh.params)  # noqa: E731
+            cache[key] = jax.jit(fn, out_shardings=(state_sh, replicated), donate_argnums=0)
+        batch = {k: jax.device_put(v, named_sharding((None, "batch") + (None,) * (v.ndim - 2), mesh,
+                                                     v.shape))
+                 for k, v in batch.items()}
+        return cache[key](state, batch)
+
+    return train_step
+
+
+def make_logprob_fn(graphdef, *, logprob_chunk: int | None = None):
+    """Jitted fn(params, tokens [B, L], valid [B, L]) -> logp [B, L] (0 at t = 0 and padding), for
+    reference-policy log-probs and re-scoring."""
+
+    @jax.jit
+    def logprob_fn(params, tokens_BxL, valid_BxL):
+        model = nnx.merge(graphdef, params)
+        return token_logprobs(model, tokens_BxL, valid_BxL, chunk=logprob_chunk)[0]
+
+    return logprob_fn
