@@ -132,15 +132,45 @@ class Attention(nnx.Module):
             key_pos = positions_BxT
         # causal in absolute positions, and only valid keys.
         mask = (key_pos[:, None, :] <= positions_BxT[:, :, None]) & key_valid_BxS[:, None, :]
-        G = H // Hkv
-        qh = q.reshape(B, T, Hkv, G, hd)
-        logits = jnp.einsum("btkgd,bskd->bkgts", qh, k_all.astype(q.dtype)).astype(jnp.float32)
-        logits = logits * hd ** -0.5
-        logits = jnp.where(mask[:, None, None], logits, jnp.finfo(jnp.float32).min)
-        probs = jax.nn.softmax(logits, axis=-1).astype(q.dtype)
-        out = jnp.einsum("bkgts,bskd->btkgd", probs, v_all.astype(q.dtype)).reshape(B, T, H * hd)
+        if cache is not None and T == 1 and Hkv <= _ONE_QUERY_MAX_KV_HEADS:
+            out = _one_query_attention(q[:, 0], k_all, v_all, mask[:, 0])[:, None]
+        else:
+            G = H // Hkv
+            qh = q.reshape(B, T, Hkv, G, hd)
+            logits = jnp.einsum("btkgd,bskd->bkgts", qh, k_all.astype(q.dtype)).astype(jnp.float32)
+            logits = logits * hd ** -0.5
+            logits = jnp.where(mask[:, None, None], logits, jnp.finfo(jnp.float32).min)
+            probs = jax.nn.softmax(logits, axis=-1).astype(q.dtype)
+            out = jnp.einsum("bkgts,bskd->btkgd", probs, v_all.astype(q.dtype)).reshape(B, T, H * hd)
         out = out * jax.nn.sigmoid(gate)
         return self.o_proj(out), cache
+
+
+# The one-query path multiplies the attention flops by Hkv (zero blocks); past this it may stop paying.
+_ONE_QUERY_MAX_KV_HEADS = 8
+
+
+def _one_query_attention(q_BxHxd: Array, k_BxSxKxd: Array, v_BxSxKxd: Array, mask_BxS: Array) -> Array:
+    """Decode attention (one query per row) over a whole [B, S, Hkv, hd] cache -> [B, H * hd].
+
+    Same function as the GQA einsums in `Attention`, laid out so XLA reads the cache where it lies: a dot
+    batched over (row, kv head) would first transpose both cache arrays, on every step. Instead each
+    query head is zero-padded to all Hkv kv heads (block-diagonal), so both products contract the
+    contiguous Hkv * hd axis with only the row as batch, and the cache is the streamed operand; the
+    padding adds exact zeros, and each head keeps its own kv head's block of the output.
+    """
+    B, H, hd = q_BxHxd.shape
+    _, S, Hkv, _ = k_BxSxKxd.shape
+    dt = q_BxHxd.dtype
+    own = jnp.arange(H)[:, None] // (H // Hkv) == jnp.arange(Hkv)[None, :]  # [H, Hkv]
+    q_bd = jnp.where(own[None, :, :, None], q_BxHxd[:, :, None, :], 0).reshape(B, H, Hkv * hd)
+    k = k_BxSxKxd.reshape(B, S, Hkv * hd).astype(dt)
+    v = v_BxSxKxd.reshape(B, S, Hkv * hd).astype(dt)
+    logits = jnp.einsum("bsc,bhc->bsh", k, q_bd).astype(jnp.float32) * hd ** -0.5
+    logits = jnp.where(mask_BxS[:, None, :], jnp.swapaxes(logits, 1, 2), jnp.finfo(jnp.float32).min)
+    probs = jax.nn.softmax(logits, axis=-1).astype(dt)  # [B, H, S]
+    out = jnp.einsum("bhs,bsc->bhc", probs, v).reshape(B, H, Hkv, hd)
+    return jnp.where(own[None, :, :, None], out, 0).sum(axis=2).reshape(B, H * hd)
 
 
 class GatedRMSNorm(nnx.Module):
@@ -155,6 +185,11 @@ class GatedRMSNorm(nnx.Module):
         y = (of * lax.rsqrt(jnp.mean(of * of, axis=-1, keepdims=True) + self.eps)).astype(o.dtype)
         y = self.weight[...].astype(jnp.float32) * y * jax.nn.silu(z.astype(jnp.float32))
         return y.astype(o.dtype)
+
+
+# Chunk length of the chunked delta rule. 16 measured fastest on CPU (vs 64: prefill of 512 tokens
+# 1.8x, a training forward + backward 4x), because the in-chunk inverse is a C-step substitution.
+GDN_CHUNK = 16
 
 
 class GatedDeltaNet(nnx.Module):
@@ -180,7 +215,7 @@ class GatedDeltaNet(nnx.Module):
         self.dtype = dtype
 
     def __call__(self, x_BxTxD, valid_BxT, cache: GDNCache | None = None, valid_len_B=None,
-                 chunk_size: int = 64):
+                 chunk_size: int = GDN_CHUNK):
         """valid_BxT: which positions are real tokens. Padding leaves the state untouched (beta = g = 0)
         and, without a cache, is zeroed at the input as in the reference implementation."""
         cfg = self.cfg
@@ -197,8 +232,9 @@ class GatedDeltaNet(nnx.Module):
         conv = sum(padded[:, k:k + T] * w[:, k] for k in range(K))
         conv = jax.nn.silu(conv)
         kd = cfg.linear_key_dim
-        q = conv[..., :kd].reshape(B, T, Hk, dk)
-        k = conv[..., kd:2 * kd].reshape(B, T, Hk, dk)
+        # q and k heads side by side: one l2norm over [B, T, 2 Hk, dk] instead of two.
+        qk = delta_rule.l2norm(conv[..., :2 * kd].reshape(B, T, 2 * Hk, dk).astype(jnp.float32))
+        q, k = qk[:, :, :Hk], qk[:, :, Hk:]
         v = conv[..., 2 * kd:].reshape(B, T, Hv, dv)
         z = self.in_proj_z(x).reshape(B, T, Hv, dv)
         beta = jax.nn.sigmoid(self.in_proj_b(x).astype(jnp.float32))
@@ -207,8 +243,6 @@ class GatedDeltaNet(nnx.Module):
             a + self.dt_bias[...].astype(jnp.float32))
         keep = valid_BxT[..., None]
         beta, g = jnp.where(keep, beta, 0.0), jnp.where(keep, g, 0.0)
-        q = delta_rule.l2norm(q.astype(jnp.float32))
-        k = delta_rule.l2norm(k.astype(jnp.float32))
         rep = Hv // Hk
         q, k = jnp.repeat(q, rep, axis=2), jnp.repeat(k, rep, axis=2)
         q = q * dk ** -0.5
@@ -222,7 +256,11 @@ class GatedDeltaNet(nnx.Module):
         new_cache = None
         if cache is not None:
             # last K-1 valid pre-conv columns: padded rows [len, len + K - 1).
-            take = jax.vmap(lambda p, n: lax.dynamic_slice_in_dim(p, n, K - 1, axis=0))
-            new_cache = GDNCache(take(padded, valid_len_B).astype(cache.conv.dtype), state)
+            if T == 1:  # the window moves by one column iff the row's token is valid
+                window = jnp.where(valid_len_B[:, None, None] > 0, padded[:, 1:], padded[:, :K - 1])
+            else:
+                take = jax.vmap(lambda p, n: lax.dynamic_slice_in_dim(p, n, K - 1, axis=0))
+                window = take(padded, valid_len_B)
+            new_cache = GDNCache(window.astype(cache.conv.dtype), state)
         o = self.norm(o.astype(self.dtype), z)
         return self.out_proj(o.reshape(B, T, Hv * dv)), new_cache
