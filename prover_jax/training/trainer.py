@@ -46,6 +46,10 @@ from prover_jax.training.step import init_train_state, make_optimizer, make_trai
 
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 MAX_SKIPS_IN_A_ROW = 5
+REPORTED_CREDIT_METRICS = ("prover/eligible_groups", "prover/proposals", "prover/valid_proposals",
+                           "prover/accepted", "prover/acceptance_rate", "prover/segment_len",
+                           "prover/delta_mean", "prover/extra_token_frac", "judge/calls", "judge/cost_usd",
+                           "time/judge_s", "time/verify_s")
 
 
 def maybe_initialize_distributed() -> None:
@@ -218,11 +222,7 @@ class Trainer:
                "invalid_action_frac": _invalid_frac(trajs), **m,
                "time/rollout_s": rollout_s, "time/update_s": update_s}
         row.setdefault("kl", 0.0)
-        for key in ("prover/eligible_groups", "prover/proposals", "prover/valid_proposals", "prover/accepted",
-                    "prover/acceptance_rate", "prover/segment_len", "prover/delta_mean",
-                    "prover/extra_token_frac", "judge/calls", "judge/cost_usd", "time/judge_s",
-                    "time/verify_s"):
-            row[key] = credit.metrics.get(key, 0.0)
+        row.update(dict.fromkeys(REPORTED_CREDIT_METRICS, 0.0))  # every run reports these, grpo too
         row.update(credit.metrics)
         return row
 
