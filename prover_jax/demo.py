@@ -1,6 +1,6 @@
 """`make demo`: the main job on its built-in default (configs/demo.py).
 
-A ~1M-parameter Qwen3.5-architecture policy with its own tokenizer learns the built-in `household`
+A ~0.56M-parameter Qwen3.5-architecture policy with its own tokenizer learns the built-in `household`
 environment: SFT warm start on expert demonstrations, then GRPO + ProVer RL with the `contrastive`
 judge (the `openai` judge when an endpoint is configured). Prints a short summary and writes
 WORKDIR/progress.png.

@@ -182,6 +182,8 @@ def _draw(rng: random.Random, seed: int, task_type: str, config: Config) -> Layo
     if goal != ROOM and (openable >> goal) & 1:
         latching |= 1 << goal
     holders = [i for i, k in enumerate(kinds) if i != goal and k not in _NO_OBJECTS]
+    if not holders:  # a small room drew only receptacles that hold nothing: try another draw
+        return None
     need = 2 if task_type == "pick_two_obj_and_place" else 1
     if look:
         target_at = [kinds.index("safe")]

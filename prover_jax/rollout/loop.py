@@ -32,13 +32,15 @@ from prover_jax.sampling import STOP, Completion, Driver, Request, SamplingParam
 @dataclasses.dataclass(frozen=True)
 class RolloutConfig:
     """sampling: policy sampling controls; max_action_tokens: token budget of one response;
-    max_turns: turn limit (None: the family's); seed: base of every request's PRNG seed."""
+    max_turns: turn limit (None: the family's); seed: base of every request's PRNG seed;
+    system_prompt: replaces the family's system prompt (None: the family's own)."""
 
     sampling: SamplingParams = SamplingParams(temperature=1.0)
     max_action_tokens: int = 128
     max_turns: int | None = None
     template: ChatTemplate = ChatTemplate()
     seed: int = 0
+    system_prompt: str | None = None
 
 
 def mix_seed(*parts: int) -> int:
@@ -78,6 +80,7 @@ class Rollout:
         if len(seeds) > pool.num_envs:
             raise ValueError(f"{len(seeds)} episodes need as many envs; the pool has {pool.num_envs}")
         spec = pool.prompt
+        system = spec.system if self.config.system_prompt is None else self.config.system_prompt
         first = pool.reset_some({i: s for i, s in enumerate(seeds)})
         snaps = pool.snapshots(range(len(seeds)))
         episodes, forks = [], {}
@@ -86,7 +89,7 @@ class Rollout:
             traj = Trajectory(env=pool.name, seed=int(seed), uid=self._new_uid(), task=obs)
             traj.snapshots.append(snaps[i])
             opening = self.config.template.opening(
-                spec.system, observation_text(obs, info, spec.show_admissible, 0, self._max_turns(spec)))
+                system, observation_text(obs, info, spec.show_admissible, 0, self._max_turns(spec)))
             traj.append(self.encode(opening), policy=False)
             episodes.append(_Episode(traj, i))
             forks.setdefault(tuple(traj.tokens), []).append(episodes[-1])

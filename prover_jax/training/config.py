@@ -43,6 +43,7 @@ def default_config() -> ml_collections.ConfigDict:
     c.tokenizer = ml_collections.ConfigDict()
     c.tokenizer.vocab_size = 1024  # for a trained tokenizer (must not exceed the model's vocab)
     c.tokenizer.corpus_seeds = 200  # expert episodes of the env used to train it
+    c.tokenizer.phrases = True  # BPE merges across spaces: a command is one token, copied from the obs
 
     # Device mesh (data, fsdp, tensor); -1 takes the remaining devices.
     c.mesh = ml_collections.ConfigDict()
@@ -59,6 +60,7 @@ def default_config() -> ml_collections.ConfigDict:
     c.rollout.top_k = 0
     c.rollout.max_action_tokens = 48  # token budget of one response
     c.rollout.max_turns = 0  # 0: the family's own turn limit
+    c.rollout.system_prompt = ""  # "": the family's own system prompt; else this text replaces it
     c.rollout.max_concurrent_decodes = 32  # engine slots
     c.rollout.max_prefill_length = 1024
     c.rollout.max_target_length = 4096  # longest episode (tokens); longer ones end as context_limit

@@ -49,7 +49,7 @@ def train(config, workdir: str, export_hf: str | None = None, eval_only: bool = 
             summary["eval_only_success"] = trainer.evaluate()
             return summary
         if not trainer.sft_done:
-            summary["sft"] = trainer.run_sft()
+            summary["sft"] = trainer.run_sft(progress=progress)
             trainer.save()
             save_summary()
         if "success_before_rl" not in summary:

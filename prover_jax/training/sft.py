@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 
 import jax
@@ -18,8 +19,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
+from tqdm import tqdm
 
-from prover_jax.rollout import Rollout, RolloutConfig
+from prover_jax.rollout import Rollout
+from prover_jax.sampling import SamplingParams
 from prover_jax.training.batch import pack
 from prover_jax.training.loss import token_logprobs
 
@@ -48,13 +51,12 @@ def make_sft_step(graphdef, optimizer):
     return step
 
 
-def warm_start(trainer, cfg) -> dict:
+def warm_start(trainer, cfg, progress: bool = False) -> dict:
     """Trains trainer.state.params for cfg.steps steps of cfg.batch_size demonstrations; logs to
     WORKDIR/sft.jsonl; returns {demos, loss_first, loss_last, seconds}."""
     c = trainer.config
     t0 = time.perf_counter()
-    expert = Rollout(None, trainer.tokenizer, RolloutConfig(max_turns=c.rollout.max_turns or None,
-                                                          max_action_tokens=c.rollout.max_action_tokens))
+    expert = Rollout(None, trainer.tokenizer, trainer.rollout_config(SamplingParams()))
     seeds = list(range(c.env.train_seed_start, c.env.train_seed_start + cfg.episodes))
     demos = demonstrations(expert, trainer.pool, seeds, c.rollout.max_target_length)
     if not demos:
@@ -66,7 +68,8 @@ def warm_start(trainer, cfg) -> dict:
     rng = np.random.default_rng(c.seed)
     losses = []
     path = os.path.join(trainer.workdir, "sft.jsonl")
-    with open(path, "w") as f:
+    bar = tqdm(total=cfg.steps, desc="SFT", dynamic_ncols=True, file=sys.stdout, disable=not progress)
+    with open(path, "w") as f, bar:
         for i in range(cfg.steps):
             pick = rng.choice(len(demos), size=min(cfg.batch_size, len(demos)), replace=False)
             chosen = [demos[j] for j in pick]
@@ -76,6 +79,9 @@ def warm_start(trainer, cfg) -> dict:
                                            batch["loss_mask"][0])
             losses.append(float(loss))
             f.write(json.dumps({"sft_step": i + 1, "loss": losses[-1]}) + "\n")
+            f.flush()
+            bar.update(1)
+            bar.set_postfix(loss=f"{losses[-1]:.3f}")
     trainer.state = trainer.state.replace(params=params)
     return {"demos": len(demos), "loss_first": losses[0], "loss_last": losses[-1],
             "seconds": time.perf_counter() - t0}

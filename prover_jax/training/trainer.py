@@ -96,12 +96,8 @@ class Trainer:
         self.driver = Driver(self.engine, params=self.state.params, eos_ids=sorted(eos),
                              decode_fn=self.tokenizer.decode)
         sampling = SamplingParams(temperature=r.temperature, top_k=r.top_k, top_p=r.top_p)
-        max_turns = r.max_turns or None
-        self.rollout = Rollout(self.driver, self.tokenizer, RolloutConfig(
-            sampling=sampling, max_action_tokens=r.max_action_tokens, max_turns=max_turns, seed=c.seed))
-        self.greedy = Rollout(self.driver, self.tokenizer, RolloutConfig(
-            sampling=SamplingParams(), max_action_tokens=r.max_action_tokens, max_turns=max_turns,
-            seed=c.seed))
+        self.rollout = Rollout(self.driver, self.tokenizer, self.rollout_config(sampling))
+        self.greedy = Rollout(self.driver, self.tokenizer, self.rollout_config(SamplingParams()))
         n_train = r.groups_per_step * r.group_size
         env_kw = dict(c.env.kwargs.to_dict() if hasattr(c.env.kwargs, "to_dict") else c.env.kwargs)
         self.pool = EnvPool(c.env.name, n_train, env_kw, processes=c.env.processes)
@@ -124,6 +120,12 @@ class Trainer:
         self.restored = self._restore()
 
     # Set-up.
+    def rollout_config(self, sampling: SamplingParams) -> RolloutConfig:
+        r = self.config.rollout
+        return RolloutConfig(sampling=sampling, max_action_tokens=r.max_action_tokens,
+                             max_turns=r.max_turns or None, seed=self.config.seed,
+                             system_prompt=r.system_prompt or None)
+
     def _tokenizer(self):
         c = self.config
         if c.model.init in ("hf", "checkpoint"):
@@ -131,9 +133,10 @@ class Trainer:
         path = os.path.join(self.workdir, "tokenizer")
         if os.path.exists(os.path.join(path, "tokenizer.json")):
             return load_tokenizer(path)
-        tok = train_tokenizer(env_corpus(c.env.name, range(c.tokenizer.corpus_seeds),
-                                         c.env.kwargs.to_dict() if hasattr(c.env.kwargs, "to_dict") else None),
-                              vocab_size=c.tokenizer.vocab_size)
+        corpus = env_corpus(c.env.name, range(c.tokenizer.corpus_seeds),
+                            c.env.kwargs.to_dict() if hasattr(c.env.kwargs, "to_dict") else None)
+        tok = train_tokenizer(corpus + [c.rollout.system_prompt or ""], vocab_size=c.tokenizer.vocab_size,
+                              phrases=c.tokenizer.phrases)
         tok.save_pretrained(path)
         return tok
 
@@ -243,9 +246,8 @@ class Trainer:
             wins += [t.success for t in self.greedy.run(self.pool, seeds[i:i + self.pool.num_envs])]
         return float(np.mean(wins))
 
-    def run_sft(self) -> dict:
-        c = self.config
-        out = sft.warm_start(self, c.sft)
+    def run_sft(self, progress: bool = False) -> dict:
+        out = sft.warm_start(self, self.config.sft, progress=progress)
         self.sft_done = True
         self.driver.update_params(self.state.params)
         return out

@@ -138,6 +138,17 @@ def test_expert_solves_every_seed(task_type):
         assert 10 <= len(rewards) <= 24 <= env.prompt.max_turns
 
 
+def test_small_rooms_always_generate():
+    """Four receptacles (the demo's room) can draw only object-less receptacles besides the goal; the
+    generator redraws instead of failing (seed 392 used to raise IndexError)."""
+    env = make("household", task_type="pick_and_place", max_turns=8, expert_turns=(3, 5),
+               num_receptacles=4, num_objects=3)
+    for seed in [392, 507, 3264, *range(40)]:
+        env.reset(seed)
+        rewards, info = run_expert(env)
+        assert info["success"] and 3 <= len(rewards) <= 8, seed
+
+
 def test_expert_success_rate_default_200_seeds():
     env = make("household")
     lengths = []

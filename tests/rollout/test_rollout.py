@@ -122,6 +122,20 @@ def test_expert_through_the_loop(name, tokenizer):
         assert c.tokens == t.tokens and c.success
 
 
+def test_system_prompt_override(tokenizer, pool):
+    """RolloutConfig.system_prompt replaces the family's system prompt in the opening, and nothing else:
+    the episode after the opening is token-identical."""
+    short = "Reply with one command."
+    base = Rollout(None, tokenizer, RolloutConfig()).run(pool, [6], expert=True)[0]
+    over = Rollout(None, tokenizer, RolloutConfig(system_prompt=short)).run(pool, [6], expert=True)[0]
+    text = tokenizer.decode(over.tokens)
+    assert text.startswith(f"<|im_start|>system\n{short}<|im_end|>")
+    assert pool.prompt.system not in text and pool.prompt.system in tokenizer.decode(base.tokens)
+    cut = base.turns[0].start - over.turns[0].start
+    assert cut > 0 and base.tokens[base.turns[0].start:] == over.tokens[over.turns[0].start:]
+    assert over.success
+
+
 @pytest.mark.parametrize("name", ["household", "shop", "searchqa"])
 def test_bad_responses_give_feedback(name):
     bad = ["", "no tags at all", "<action></action>", "<search></search>",

@@ -1,6 +1,7 @@
 """The trainer end to end on a tiny demo config: SFT + 2 RL steps, resume after a crash (same next
 batch, step count continues), a non-finite loss skips the update and is logged, HF export."""
 
+import importlib.util
 import json
 import os
 
@@ -10,28 +11,31 @@ import pytest
 
 from prover_jax.models import qwen3_5
 from prover_jax.training import trainer as trainer_lib
-from prover_jax.training.config import default_config
 from prover_jax.training.run import train
 
 
+def demo_config():
+    """configs/demo.py, the config `make demo` runs."""
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "demo.py")
+    spec = importlib.util.spec_from_file_location("demo_config", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config()
+
+
 def tiny_config():
-    c = default_config()
-    c.env.name = "household"
-    c.env.kwargs.task_type = "pick_and_place"
+    """The demo config, shrunk to seconds: fewer and shorter episodes, 2 SFT + 2 RL steps."""
+    c = demo_config()
     c.env.kwargs.max_turns = 6
     c.env.kwargs.expert_turns = (1, 6)
-    c.env.kwargs.num_receptacles = 4
     c.env.kwargs.num_objects = 0
     c.env.kwargs.num_decoys = 1
     c.env.eval_seeds = 2
-    c.model.size = "demo"
     c.tokenizer.corpus_seeds = 20
-    c.mesh.fsdp = 1
     c.rollout.groups_per_step = 2
     c.rollout.group_size = 2
     c.rollout.max_action_tokens = 8
     c.rollout.max_concurrent_decodes = 4
-    c.rollout.max_prefill_length = 512
     c.rollout.max_target_length = 1024
     c.train.steps = 2
     c.train.micro_batch_size = 2
