@@ -35,6 +35,15 @@ def demonstrations(rollout: Rollout, pool, seeds, max_length: int) -> list:
     return [t for t in out if t.success and len(t.tokens) <= max_length]
 
 
+def sft_schedule(cfg) -> optax.Schedule:
+    """Linear warmup over cfg.warmup_steps to cfg.learning_rate, then cosine decay to
+    cfg.final_lr_frac * learning_rate at cfg.steps."""
+    warmup = min(cfg.warmup_steps, max(cfg.steps - 1, 0))
+    return optax.warmup_cosine_decay_schedule(
+        0.0 if warmup else cfg.learning_rate, cfg.learning_rate, warmup, max(cfg.steps, warmup + 1),
+        end_value=cfg.learning_rate * cfg.final_lr_frac)
+
+
 def make_sft_step(graphdef, optimizer):
     def loss_fn(params, tokens, valid, mask):
         model = nnx.merge(graphdef, params)
@@ -61,7 +70,7 @@ def warm_start(trainer, cfg, progress: bool = False) -> dict:
     demos = demonstrations(expert, trainer.pool, seeds, c.rollout.max_target_length)
     if not demos:
         raise RuntimeError("no expert demonstration fits rollout.max_target_length")
-    optimizer = optax.chain(optax.clip_by_global_norm(1.0), optax.adam(cfg.learning_rate))
+    optimizer = optax.chain(optax.clip_by_global_norm(1.0), optax.adam(sft_schedule(cfg)))
     params = trainer.state.params
     opt_state = optimizer.init(params)
     step = make_sft_step(trainer.graphdef, optimizer)
