@@ -99,7 +99,7 @@ class Trainer:
         self.rollout = Rollout(self.driver, self.tokenizer, self.rollout_config(sampling))
         self.greedy = Rollout(self.driver, self.tokenizer, self.rollout_config(SamplingParams()))
         n_train = r.groups_per_step * r.group_size
-        env_kw = dict(c.env.kwargs.to_dict() if hasattr(c.env.kwargs, "to_dict") else c.env.kwargs)
+        env_kw = self.env_kwargs()
         self.pool = EnvPool(c.env.name, n_train, env_kw, processes=c.env.processes)
         n_verify = min(2 * r.groups_per_step * c.credit.prover.k, max(n_train, c.credit.prover.k))
         self.verify_pool = (EnvPool(c.env.name, n_verify, env_kw, processes=c.env.processes)
@@ -120,6 +120,11 @@ class Trainer:
         self.restored = self._restore()
 
     # Set-up.
+    def env_kwargs(self) -> dict:
+        """config.env.kwargs as a plain dict (the pool's and the tokenizer corpus's env kwargs)."""
+        kw = self.config.env.kwargs
+        return dict(kw.to_dict() if hasattr(kw, "to_dict") else kw)
+
     def rollout_config(self, sampling: SamplingParams) -> RolloutConfig:
         r = self.config.rollout
         return RolloutConfig(sampling=sampling, max_action_tokens=r.max_action_tokens,
@@ -133,10 +138,10 @@ class Trainer:
         path = os.path.join(self.workdir, "tokenizer")
         if os.path.exists(os.path.join(path, "tokenizer.json")):
             return load_tokenizer(path)
-        corpus = env_corpus(c.env.name, range(c.tokenizer.corpus_seeds),
-                            c.env.kwargs.to_dict() if hasattr(c.env.kwargs, "to_dict") else None)
-        tok = train_tokenizer(corpus + [c.rollout.system_prompt or ""], vocab_size=c.tokenizer.vocab_size,
-                              phrases=c.tokenizer.phrases)
+        corpus = env_corpus(c.env.name, range(c.tokenizer.corpus_seeds), self.env_kwargs())
+        if c.rollout.system_prompt:  # the replacement prompt is in every sequence: tokenize it well
+            corpus.append(c.rollout.system_prompt)
+        tok = train_tokenizer(corpus, vocab_size=c.tokenizer.vocab_size, phrases=c.tokenizer.phrases)
         tok.save_pretrained(path)
         return tok
 
