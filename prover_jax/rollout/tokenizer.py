@@ -12,16 +12,20 @@ encodes ANY text, non-ASCII included, so a malformed model response always round
 from __future__ import annotations
 
 import os
+import re
 from typing import Iterable, Sequence
 
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+from prover_jax.rollout.chat import ChatTemplate, observation_text
 
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 
 
 # `phrases`: pieces end after punctuation (and the spaces that follow it), never at a space, so BPE can
-# merge whole phrases: "go to cabinet 1" is one token in the admissible list and in the response.
-PHRASE_SPLIT = r"[^\w\s]\s*"
+# merge whole phrases: "go to cabinet 1" is one token in the admissible list and in the response. A
+# markup tag such as <action> or </action> stays one piece.
+PHRASE_SPLIT = r"</?\w+>|[^\w\s]\s*"
 
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int = 2048,
@@ -58,26 +62,38 @@ def load_tokenizer(path: str) -> PreTrainedTokenizerFast:
     return AutoTokenizer.from_pretrained(path)
 
 
-def env_corpus(name: str, seeds: Sequence[int], env_kwargs: dict | None = None) -> list[str]:
-    """Text an environment family produces: its system prompt and expert episodes (observations,
-    admissible actions and rendered expert actions)."""
+def env_corpus(name: str, seeds: Sequence[int], env_kwargs: dict | None = None, *,
+               system_prompt: str | None = None, max_turns: int | None = None,
+               template: ChatTemplate = ChatTemplate()) -> list[str]:
+    """Text of expert episodes of an environment family as the agent reads it: the chat opening
+    (system prompt, first observation), each rendered expert action and each follow-up message
+    (observation, admissible actions, turn counter, role markers), laid out by `template` and
+    `observation_text` exactly as the rollout lays them out, so the chat scaffolding that repeats in
+    every turn gets merged into a few tokens. Special tokens are cut out of the texts (BPE training
+    does not know them). `system_prompt` / `max_turns`: as in RolloutConfig (None: the family's)."""
     from prover_jax import envs
 
     env = envs.make(name, **(env_kwargs or {}))
-    texts = [env.prompt.system]
+    spec = env.prompt
+    system = spec.system if system_prompt is None else system_prompt
+    limit = spec.max_turns if max_turns is None else max_turns
+    texts = []
     try:
         for seed in seeds:
             obs, info = env.reset(seed)
-            done = False
-            while not done:
-                texts.append(obs)
-                texts.extend(info.get("admissible") or [])
+            texts.append(template.opening(system, observation_text(obs, info, spec.show_admissible, 0,
+                                                                   limit)))
+            for turn in range(1, limit + 1):
                 action = env.expert_action()
                 if action is None:
                     break
                 texts.append(env.render_action(action))
                 obs, _, done, info = env.step(action)
-            texts.append(obs)
+                if done or turn == limit:
+                    break
+                texts.append(template.after_response(
+                    observation_text(obs, info, spec.show_admissible, turn, limit), response_closed=False))
     finally:
         env.close()
-    return texts
+    special = re.compile("|".join(re.escape(t) for t in SPECIAL_TOKENS))
+    return [piece for text in texts for piece in special.split(text) if piece]

@@ -68,6 +68,18 @@ def token_logprobs(model, tokens_BxL, valid_BxL, chunk: int | None = None):
     return logp, entropy
 
 
+def selected_logprobs(model, tokens_BxL, valid_BxL, at_BxP):
+    """log p(tokens[b, at[b, j]] | tokens[b, :at[b, j]]) [B, P] in fp32: the vocab projection runs
+    only at the P positions asked for (positions >= 1), not at all L. A loss that needs few positions
+    (the policy tokens of a demonstration) pays for the logits of those alone."""
+    h_BxLxD = model.hidden(tokens_BxL, mask_BxT=valid_BxL)
+    prev = jnp.maximum(at_BxP - 1, 0)
+    h_BxPxD = jnp.take_along_axis(h_BxLxD, prev[..., None], axis=1)
+    targets = jnp.take_along_axis(tokens_BxL, at_BxP, axis=1)
+    logp, _ = _chunk_logprobs(model, h_BxPxD, targets)
+    return logp
+
+
 def aggregate(x_BxL, mask_BxL, aggregation: str, *, num_tokens=None, num_seqs=None, horizon=None):
     """agg(x) over the tokens of `mask` (see the module docstring); masked-out values never matter.
 

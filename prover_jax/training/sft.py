@@ -24,7 +24,11 @@ from tqdm import tqdm
 from prover_jax.rollout import Rollout
 from prover_jax.sampling import SamplingParams
 from prover_jax.training.batch import pack
-from prover_jax.training.loss import token_logprobs
+from prover_jax.training.loss import selected_logprobs
+
+
+# SFT batches are padded to a multiple of this many tokens (a few compiled shapes, little padding).
+SFT_LENGTH_MULTIPLE = 32
 
 
 def demonstrations(rollout: Rollout, pool, seeds, max_length: int) -> list:
@@ -44,16 +48,30 @@ def sft_schedule(cfg) -> optax.Schedule:
         end_value=cfg.learning_rate * cfg.final_lr_frac)
 
 
+def loss_positions(mask_BxL: np.ndarray, multiple: int = 16) -> tuple[np.ndarray, np.ndarray]:
+    """(at [B, P] int32, at_valid [B, P] bool): the indices t with mask[b, t], left-aligned per row
+    and padded (index 0, invalid) to P = the largest count rounded up to `multiple`."""
+    counts = mask_BxL.sum(axis=1)
+    P = max(-(-int(counts.max()) // multiple) * multiple, multiple)
+    at = np.zeros((mask_BxL.shape[0], P), np.int32)
+    at_valid = np.arange(P)[None, :] < counts[:, None]
+    for b, row in enumerate(mask_BxL):
+        idx = np.flatnonzero(row)
+        at[b, :len(idx)] = idx
+    return at, at_valid
+
+
 def make_sft_step(graphdef, optimizer):
-    def loss_fn(params, tokens, valid, mask):
+    def loss_fn(params, tokens, valid, at, at_valid):
         model = nnx.merge(graphdef, params)
-        logp, _ = token_logprobs(model, tokens, valid)
-        m = mask.astype(jnp.float32)
+        logp = selected_logprobs(model, tokens, valid, at)
+        m = at_valid.astype(jnp.float32)
         return -jnp.sum(logp * m) / jnp.maximum(jnp.sum(m), 1.0)
 
     @jax.jit
-    def step(params, opt_state, tokens, valid, mask):
-        loss, grads = jax.value_and_grad(loss_fn)(params, tokens, valid, mask)
+    def step(params, opt_state, tokens, valid, at, at_valid):
+        """tokens, valid [B, L]; at, at_valid [B, P]: the loss positions (policy tokens) of each row."""
+        loss, grads = jax.value_and_grad(loss_fn)(params, tokens, valid, at, at_valid)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, loss
 
@@ -83,9 +101,10 @@ def warm_start(trainer, cfg, progress: bool = False) -> dict:
             pick = rng.choice(len(demos), size=min(cfg.batch_size, len(demos)), replace=False)
             chosen = [demos[j] for j in pick]
             batch = pack(chosen, [np.zeros(len(t.tokens), np.float32) for t in chosen],
-                         micro_batch_size=len(chosen))
+                         micro_batch_size=len(chosen), length_multiple=SFT_LENGTH_MULTIPLE)
+            at, at_valid = loss_positions(batch["loss_mask"][0])
             params, opt_state, loss = step(params, opt_state, batch["tokens"][0], batch["valid"][0],
-                                           batch["loss_mask"][0])
+                                           at, at_valid)
             losses.append(float(loss))
             f.write(json.dumps({"sft_step": i + 1, "loss": losses[-1]}) + "\n")
             f.flush()

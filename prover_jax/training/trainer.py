@@ -138,9 +138,9 @@ class Trainer:
         path = os.path.join(self.workdir, "tokenizer")
         if os.path.exists(os.path.join(path, "tokenizer.json")):
             return load_tokenizer(path)
-        corpus = env_corpus(c.env.name, range(c.tokenizer.corpus_seeds), self.env_kwargs())
-        if c.rollout.system_prompt:  # the replacement prompt is in every sequence: tokenize it well
-            corpus.append(c.rollout.system_prompt)
+        r = self.rollout_config(SamplingParams())
+        corpus = env_corpus(c.env.name, range(c.tokenizer.corpus_seeds), self.env_kwargs(),
+                            system_prompt=r.system_prompt, max_turns=r.max_turns, template=r.template)
         tok = train_tokenizer(corpus, vocab_size=c.tokenizer.vocab_size, phrases=c.tokenizer.phrases)
         tok.save_pretrained(path)
         return tok

@@ -1,6 +1,7 @@
 """The trained tokenizer of built-in policies: any text round-trips, the special tokens have fixed
 ids, and with phrases=True a command is the same single token in the admissible list and in the
-response (what a small policy copies), with sequences much shorter than word-level BPE."""
+response (what a small policy copies), with sequences much shorter than word-level BPE; the corpus
+is the agent's view of expert episodes, chat scaffolding included."""
 
 import pytest
 
@@ -37,3 +38,17 @@ def test_phrases_make_commands_single_copyable_tokens(corpus):
     n_words = sum(len(enc(words, t)) for t in corpus)
     n_phrases = sum(len(enc(phrases, t)) for t in corpus)
     assert n_phrases < 0.6 * n_words
+
+
+def test_corpus_is_the_agents_view_so_the_scaffolding_is_cheap(corpus):
+    """The corpus holds the chat as the rollout lays it out (role headers, admissible list, turn
+    counter, action tags), so that scaffolding, repeated every turn, costs a token or two."""
+    assert not any(s in text for text in corpus for s in ("<|im_start|>", "<|im_end|>"))
+    assert any(text.startswith("user\n") for text in corpus)
+    assert any("Admissible actions: " in text and "[turn 2 of 8]" in text for text in corpus)
+    tok = train_tokenizer(corpus, vocab_size=1024, phrases=True)
+    enc = lambda s: tok.encode(s, add_special_tokens=False)
+    assert len(enc("<action>")) == len(enc("</action>")) == len(enc("Admissible actions")) == 1
+    assert len(enc("assistant\n")) == 1
+    response = enc("<action>go to drawer 1</action>")
+    assert [tok.decode([t]) for t in response] == ["<action>", "go to drawer 1", "</action>"]

@@ -9,7 +9,7 @@ from flax import nnx
 
 from prover_jax.models import qwen3_5
 from prover_jax.training.loss import token_logprobs
-from prover_jax.training.sft import make_sft_step, sft_schedule
+from prover_jax.training.sft import loss_positions, make_sft_step, sft_schedule
 
 CFG = qwen3_5.Qwen3_5Config(
     vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
@@ -39,9 +39,13 @@ def test_step_loss_is_masked_nll_and_decreases():
     opt = optax.adam(1e-2)
     step = make_sft_step(graphdef, opt)
     state = opt.init(params)
+    at, at_valid = loss_positions(np.asarray(mask), multiple=8)
+    assert at.shape == (4, 16) and at_valid.sum() == int(mask.sum())
+    assert np.array_equal(np.asarray(tokens)[np.arange(4)[:, None], at][at_valid],
+                          np.asarray(tokens)[np.asarray(mask)])
     losses = []
     for _ in range(15):
-        params, state, loss = step(params, state, tokens, valid, mask)
+        params, state, loss = step(params, state, tokens, valid, at, at_valid)
         losses.append(float(loss))
     assert np.isclose(losses[0], want, rtol=1e-5)
     assert losses[-1] < 0.5 * losses[0]
