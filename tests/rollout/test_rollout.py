@@ -104,8 +104,9 @@ def test_group_prefilled_once(engine, tokenizer, pool):
 def test_context_limit(model, tokenizer, pool):
     small = Engine(model, max_concurrent_decodes=2, max_prefill_length=512, max_target_length=700)
     trajs = rollout(small, tokenizer, 1.0, max_turns=30).run(pool, [1, 2])
-    for t in trajs:
-        assert t.termination == CONTEXT_LIMIT and not t.success and len(t.tokens) + 12 <= 700
+    for t in trajs:  # every response was sampled with room for max_action_tokens; nothing overflows
+        assert t.termination == CONTEXT_LIMIT and not t.success and len(t.tokens) <= 700
+        assert t.num_turns > 1 and all(turn.start + 12 <= 700 for turn in t.turns)
 
 
 @pytest.mark.parametrize("name", ["household", "shop", "searchqa"])

@@ -212,7 +212,7 @@ CONFIGS: dict[str, Qwen3_5Config] = {
     "9B": _released(4096, 12288, 32, 16, 4, 32, False),
     "27B": _released(5120, 17408, 64, 24, 4, 48, False),
     # Policy of `make demo` (vocab = the demo tokenizer's 1024; eos = <|im_end|>): the hybrid pattern at
-    # its smallest, one Gated DeltaNet layer then one full-attention layer. 2,000 SFT steps on household
+    # its smallest, one Gated DeltaNet layer then one full-attention layer. ~2,000 SFT steps on household
     # give it ~34% greedy success; the 4-layer (3 + 1) stack of the same width learned a synthetic
     # copy task far more slowly (still at chance after 600 steps).
     "demo": Qwen3_5Config(
