@@ -1,4 +1,5 @@
-"""Training curves from metrics.jsonl: success rate and ProVer acceptance per step."""
+"""Training curves from metrics.jsonl: success rate per step, and ProVer acceptance at the steps that
+had valid proposals."""
 
 from __future__ import annotations
 
@@ -16,8 +17,10 @@ def plot_metrics(metrics_path: str, out_png: str) -> str:
     evals = [r for r in rows if "eval/success" in r]
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.plot([r["step"] for r in train], [r["success_rate"] for r in train], label="train success rate")
-    ax.plot([r["step"] for r in train], [r.get("prover/acceptance_rate", 0.0) for r in train],
-            label="ProVer acceptance rate", linestyle="--")
+    # acceptance is undefined at a step without a valid proposal: no point there (not a false 0)
+    judged = [r for r in train if r.get("prover/valid_proposals", 0) > 0]
+    ax.plot([r["step"] for r in judged], [r["prover/acceptance_rate"] for r in judged], "x--",
+            label="ProVer acceptance rate (steps with proposals)")
     if evals:
         ax.plot([r["step"] for r in evals], [r["eval/success"] for r in evals], "o-", label="eval success (greedy)")
     ax.set_xlabel("optimizer step")
