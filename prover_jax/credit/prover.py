@@ -82,7 +82,7 @@ class ProVer(CreditMethod):
         if judge is None or verifier is None:
             raise ValueError("the prover credit method needs a judge and a verifier")
         self.judge, self.verifier = judge, verifier
-        self.rng = np.random.default_rng(seed)
+        self.seed = seed
 
     def assign(self, groups: Sequence[Sequence[Trajectory]]) -> CreditOutput:
         from prover_jax.judges.base import validate_segment
@@ -102,8 +102,9 @@ class ProVer(CreditMethod):
                 continue
             i = shortest_success(group)
             failures = [t for t, ri in zip(group, r) if ri == 0.0]
-            prop = self.judge.propose(group[i], failures, max_segment_turns=p.max_segment_turns,
-                                      rng=self.rng)
+            # the judge's randomness is keyed by the trajectory: the same on any number of hosts
+            rng = np.random.default_rng([self.seed, group[i].uid & 0xFFFFFFFF])
+            prop = self.judge.propose(group[i], failures, max_segment_turns=p.max_segment_turns, rng=rng)
             judge_calls += prop.calls
             judge_cost += prop.cost_usd
             judge_in += prop.input_tokens

@@ -68,17 +68,24 @@ class Rollout:
                              f"tokenizer, got ids {end}")
         self.end_id = end[0]
         self._uids = 0
-        self._calls = 0
+        self._continued: dict[tuple[int, int], int] = {}  # (uid, turn) -> continuations started
 
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
     # Public API.
-    def run(self, pool: EnvPool, seeds: Sequence[int], expert: bool = False) -> list[Trajectory]:
+    def run(self, pool: EnvPool, seeds: Sequence[int], expert: bool = False,
+            uids: Sequence[int] | None = None) -> list[Trajectory]:
         """One episode per seed, episode i in env i of `pool` (episodes with equal seeds form a group
-        and share one prefill). Returns the finished trajectories in seed order."""
+        and share one prefill). Returns the finished trajectories in seed order.
+
+        `uids` (default: a counter) name the episodes; sampling seeds derive from (config.seed, uid,
+        turn) only, so a trainer that passes the same global uids on any number of hosts samples the
+        same episodes."""
         if len(seeds) > pool.num_envs:
             raise ValueError(f"{len(seeds)} episodes need as many envs; the pool has {pool.num_envs}")
+        if uids is not None and len(uids) != len(seeds):
+            raise ValueError(f"{len(uids)} uids for {len(seeds)} episodes")
         spec = pool.prompt
         system = spec.system if self.config.system_prompt is None else self.config.system_prompt
         first = pool.reset_some({i: s for i, s in enumerate(seeds)})
@@ -86,7 +93,8 @@ class Rollout:
         episodes, forks = [], {}
         for i, seed in enumerate(seeds):
             obs, info = first[i]
-            traj = Trajectory(env=pool.name, seed=int(seed), uid=self._new_uid(), task=obs)
+            uid = self._new_uid() if uids is None else int(uids[i])
+            traj = Trajectory(env=pool.name, seed=int(seed), uid=uid, task=obs)
             traj.snapshots.append(snaps[i])
             opening = self.config.template.opening(
                 system, observation_text(obs, info, spec.show_admissible, 0, self._max_turns(spec)))
@@ -117,8 +125,11 @@ class Rollout:
                 raise ValueError(f"k must be >= 1, got {k}")
             history = traj.history_before(turn)
             group = []
-            for _ in range(k):
-                child = Trajectory(env=traj.env, seed=traj.seed, uid=self._new_uid(), task=traj.task,
+            done_before = self._continued.get((traj.uid, turn), 0)
+            self._continued[(traj.uid, turn)] = done_before + k
+            for j in range(done_before, done_before + k):
+                child = Trajectory(env=traj.env, seed=traj.seed, uid=mix_seed(traj.uid, turn, j, 1),
+                                   task=traj.task,
                                    tokens=list(history), policy_mask=traj.policy_mask[:len(history)],
                                    logprobs=traj.logprobs[:len(history)], turns=list(traj.turns[:turn]),
                                    snapshots=list(traj.snapshots[:turn + 1]), parent=(traj.uid, turn))
@@ -142,7 +153,7 @@ class Rollout:
     def _request(self, prompt, ep_or_seed, turn: int, context=None, num_samples: int = 1) -> Request:
         cfg = self.config
         return Request(prompt, cfg.sampling, max_new_tokens=cfg.max_action_tokens,
-                       seed=mix_seed(cfg.seed, self._calls, ep_or_seed, turn), num_samples=num_samples,
+                       seed=mix_seed(cfg.seed, ep_or_seed, turn), num_samples=num_samples,
                        stop_strings=self._spec.stop_strings, stop_ids=(self.end_id,), context=context,
                        keep_context=True)
 
@@ -152,7 +163,7 @@ class Rollout:
 
     def _play(self, pool: EnvPool, spec, forks: list[tuple[list[int], list[_Episode]]], expert: bool):
         """Runs every episode of `forks` (groups sharing an opening token history) to its end."""
-        self._spec, self._calls = spec, self._calls + 1
+        self._spec = spec
         live: dict[int, list[_Episode]] = {}  # driver ticket -> episodes by sample index
         ready: list[tuple[_Episode, Completion]] = []
         waiting: list[_Episode] = []  # expert mode: episodes whose next response is due

@@ -101,6 +101,16 @@ def named_sharding(axes, mesh: Mesh, shape=None) -> NamedSharding:
     return NamedSharding(mesh, logical_to_spec(axes, mesh, shape))
 
 
+def place(x, sharding: NamedSharding) -> jax.Array:
+    """`x` (host data or an array, identical on every process) placed with `sharding`; across
+    processes each one fills only its addressable shards from its own copy."""
+    if sharding.is_fully_addressable:
+        return jax.device_put(x, sharding)
+    import numpy as np
+    host = np.asarray(x)
+    return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+
+
 def constrain(x: jax.Array, axes: Sequence[str | None], mesh: Mesh | None) -> jax.Array:
     """with_sharding_constraint by logical names; a no-op without a mesh."""
     if mesh is None:

@@ -20,16 +20,24 @@ import numpy as np
 from prover_jax.rollout.trajectory import Trajectory
 
 
+def padded_length(longest: int, length_multiple: int = 128, max_length: int | None = None) -> int:
+    """L: `longest` rounded up to a multiple of `length_multiple`, capped at max_length."""
+    if max_length is not None and longest > max_length:
+        raise ValueError(f"a trajectory of {longest} tokens exceeds max_length {max_length}")
+    L = -(-longest // length_multiple) * length_multiple
+    return L if max_length is None else min(L, max_length)
+
+
 def pack(trajs: Sequence[Trajectory], advantages: Sequence[np.ndarray], micro_batch_size: int,
-         length_multiple: int = 128, max_length: int | None = None) -> dict[str, np.ndarray]:
+         length_multiple: int = 128, max_length: int | None = None,
+         length: int | None = None) -> dict[str, np.ndarray]:
+    """`length` fixes L (e.g. agreed over processes); else L = padded_length(longest, ...)."""
     if len(trajs) != len(advantages) or not trajs:
         raise ValueError("pack: one advantage array per trajectory, at least one trajectory")
     longest = max(len(t.tokens) for t in trajs)
-    L = -(-longest // length_multiple) * length_multiple
-    if max_length is not None:
-        if longest > max_length:
-            raise ValueError(f"a trajectory of {longest} tokens exceeds max_length {max_length}")
-        L = min(L, max_length)
+    if length is not None and longest > length:
+        raise ValueError(f"a trajectory of {longest} tokens exceeds the batch length {length}")
+    L = length if length is not None else padded_length(longest, length_multiple, max_length)
     mb = micro_batch_size
     B = -(-len(trajs) // mb) * mb
     out = dict(tokens=np.zeros((B, L), np.int32), valid=np.zeros((B, L), bool),

@@ -2,6 +2,9 @@
 
     prover-train --config=configs/demo.py --workdir=/tmp/run [--config.train.steps=20]
                  [--export_hf=DIR] [--eval_only]
+    # one process per host of a pod (TPU pods need none of the three flags: auto-detected)
+    prover-train --config=C --workdir=gs://bucket/run --coordinator_address=HOST0:8476
+                 --num_processes=2 --process_id=I
 
 Re-running the same command after an interruption resumes from the last checkpoint in
 WORKDIR/checkpoints. Writes WORKDIR/metrics.jsonl (one line per optimizer step), WORKDIR/summary.json
@@ -21,6 +24,12 @@ flags.DEFINE_string("workdir", None, "Run folder: checkpoints, metrics, tokenize
 flags.DEFINE_string("export_hf", None, "Export the final policy as an HF folder here.")
 flags.DEFINE_bool("eval_only", False, "Only evaluate the current policy (greedy, held-out seeds).")
 flags.DEFINE_bool("progress", True, "Show a progress bar with live figures.")
+flags.DEFINE_string("coordinator_address", None, "Multi-process runs: HOST:PORT of process 0's "
+                    "coordinator (Cloud TPU pods: leave unset, everything is auto-detected).")
+flags.DEFINE_integer("num_processes", None, "Multi-process runs: how many processes (hosts).")
+flags.DEFINE_integer("process_id", None, "Multi-process runs: this process's index, 0 .. N-1.")
+flags.DEFINE_integer("distributed_timeout_s", 100, "A process whose peers stop answering for this "
+                     "long exits with an error (instead of hanging).")
 
 
 def main(argv):
@@ -28,8 +37,11 @@ def main(argv):
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     if FLAGS.config is None or FLAGS.workdir is None:
         raise app.UsageError("--config and --workdir are required")
+    from prover_jax import distributed
     from prover_jax.training.run import train
 
+    distributed.initialize(FLAGS.coordinator_address, FLAGS.num_processes, FLAGS.process_id,
+                           heartbeat_timeout_s=FLAGS.distributed_timeout_s)
     summary = train(FLAGS.config, FLAGS.workdir, FLAGS.export_hf, FLAGS.eval_only, FLAGS.progress)
     print(json.dumps(summary, indent=1))
 

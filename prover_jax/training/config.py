@@ -29,6 +29,7 @@ def default_config() -> ml_collections.ConfigDict:
     c.env.kwargs = ml_collections.ConfigDict()  # family kwargs (e.g. data paths), passed to envs.make
     c.env.processes = False  # one worker process per env (required for alfworld)
     c.env.train_seed_start = 1000  # training tasks are seeds train_seed_start, +1, ... (never eval seeds)
+    c.env.train_tasks = 0  # > 0: a fixed set of this many training tasks (seeds train_seed_start + [0, n))
     c.env.eval_seeds = 32  # evaluation tasks: seeds 0 .. eval_seeds - 1
 
     # Policy model.
@@ -92,6 +93,7 @@ def default_config() -> ml_collections.ConfigDict:
     c.train.logprob_chunk = 0  # >0: log-probs computed in chunks of this many positions (large vocab)
     c.train.checkpoint_every = 10
     c.train.keep_checkpoints = 2
+    c.train.on_corrupt_checkpoint = "error"  # newest checkpoint unreadable: error | previous (warn, resume older)
     c.train.eval_every = 0  # 0: evaluate only before and after training
     c.train.eval_episodes = 32
 

@@ -1,5 +1,6 @@
 """The whole training job (SFT warm start, RL steps with checkpoints, evaluation, export, plot);
-flag-free so `prover-train` and `make demo` share it.
+flag-free so `prover-train` and `make demo` share it. Every process of a multi-host run calls it;
+process 0 writes what is written once (summary, plot, metrics).
 
     summary = train(config, workdir, export_hf=None)
 """
@@ -9,23 +10,21 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 import time
 
 from absl import logging
 
 
-def _summary_path(workdir):
-    return os.path.join(workdir, "summary.json")
-
-
 def train(config, workdir: str, export_hf: str | None = None, eval_only: bool = False,
           progress: bool = True) -> dict:
     """Runs (or resumes) the whole job; returns the summary dict."""
+    from prover_jax import distributed as dist
     from prover_jax.training.memory import estimate, format_table
-    from prover_jax.training.plot import plot_metrics
-    from prover_jax.training.trainer import Trainer, maybe_initialize_distributed, mesh_devices
+    from prover_jax.training.trainer import Trainer, mesh_devices
+    from prover_jax.training.workdir import read_lines, workdir_path
 
-    maybe_initialize_distributed()
+    dist.initialize()  # TPU pods: auto-detected; no-op on one host or when already initialised
     try:
         import jax
         kind = config.get("accelerator") or jax.devices()[0].device_kind
@@ -35,14 +34,13 @@ def train(config, workdir: str, export_hf: str | None = None, eval_only: bool = 
         logging.warning("memory estimate unavailable: %s", e)
     t_start = time.perf_counter()
     trainer = Trainer(config, workdir)
-    summary = {}
-    if os.path.exists(_summary_path(workdir)):
-        with open(_summary_path(workdir)) as f:
-            summary = json.load(f)
+    primary = trainer.primary
+    summary_path = trainer.root / "summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
 
     def save_summary():
-        with open(_summary_path(workdir), "w") as f:
-            json.dump(summary, f, indent=1)
+        if primary:
+            summary_path.write_text(json.dumps(summary, indent=1))
 
     try:
         if eval_only:
@@ -57,7 +55,7 @@ def train(config, workdir: str, export_hf: str | None = None, eval_only: bool = 
             save_summary()
         steps = config.train.steps
         bar = None
-        if progress:
+        if progress and primary:
             from tqdm import tqdm
             bar = tqdm(total=steps, initial=trainer.step, desc="RL", dynamic_ncols=True, file=sys.stdout)
         while trainer.step < steps:
@@ -75,22 +73,35 @@ def train(config, workdir: str, export_hf: str | None = None, eval_only: bool = 
         if bar is not None:
             bar.close()
         summary["success_after_rl"] = trainer.evaluate()
-        summary.update(_totals(trainer.metrics_path))
+        if primary:
+            summary.update(_totals([json.loads(x) for x in read_lines(trainer.metrics_path)]))
         summary["wall_s_this_run"] = time.perf_counter() - t_start
         if export_hf:
             trainer.export_hf(export_hf)
-            summary["exported_hf"] = os.path.abspath(export_hf)
-        summary["plot"] = plot_metrics(trainer.metrics_path, os.path.join(workdir, "progress.png"))
+            summary["exported_hf"] = str(workdir_path(export_hf))
+        if primary:
+            summary["plot"] = _plot(trainer)
         save_summary()
         return summary
     finally:
         trainer.close()
 
 
-def _totals(metrics_path: str) -> dict:
-    rows = []
-    with open(metrics_path) as f:
-        rows = [json.loads(line) for line in f if line.strip()]
+def _plot(trainer) -> str:
+    from prover_jax.training.plot import plot_metrics
+    from prover_jax.training.workdir import copy_file, is_local, read_lines
+    dest = trainer.root / "progress.png"
+    if is_local(dest):
+        return plot_metrics(str(trainer.metrics_path), str(dest))
+    with tempfile.TemporaryDirectory() as tmp:
+        metrics = os.path.join(tmp, "metrics.jsonl")
+        with open(metrics, "w") as f:
+            f.writelines(line + "\n" for line in read_lines(trainer.metrics_path))
+        copy_file(plot_metrics(metrics, os.path.join(tmp, "progress.png")), dest)
+    return str(dest)
+
+
+def _totals(rows: list[dict]) -> dict:
     rows = [r for r in rows if "success_rate" in r]
     if not rows:
         return {}
@@ -102,5 +113,3 @@ def _totals(metrics_path: str) -> dict:
             "judge_calls": total("judge/calls"), "judge_cost_usd": total("judge/cost_usd"),
             "time_s": {k: total(f"time/{k}_s") for k in ("rollout", "judge", "verify", "update")},
             "train_success_first": rows[0]["success_rate"], "train_success_last": rows[-1]["success_rate"]}
-
-

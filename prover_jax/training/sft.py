@@ -10,7 +10,6 @@ they are tokenised exactly like the policy's own trajectories.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 
@@ -21,14 +20,17 @@ import optax
 from flax import nnx
 from tqdm import tqdm
 
+from prover_jax.distributed import globalize, to_global
 from prover_jax.rollout import Rollout
 from prover_jax.sampling import SamplingParams
+from prover_jax.sharding import named_sharding
 from prover_jax.training.batch import pack
 from prover_jax.training.loss import selected_logprobs
 
 
 # SFT batches are padded to a multiple of this many tokens (a few compiled shapes, little padding).
 SFT_LENGTH_MULTIPLE = 32
+SFT_LOG_EVERY = 50  # W/sft.jsonl is rewritten every this many steps (and at the end)
 
 
 def demonstrations(rollout: Rollout, pool, seeds, max_length: int) -> list:
@@ -90,24 +92,27 @@ def warm_start(trainer, cfg, progress: bool = False) -> dict:
         raise RuntimeError("no expert demonstration fits rollout.max_target_length")
     optimizer = optax.chain(optax.clip_by_global_norm(1.0), optax.adam(sft_schedule(cfg)))
     params = trainer.state.params
-    opt_state = optimizer.init(params)
+    opt_state = globalize(optimizer.init(params), trainer.mesh)
     step = make_sft_step(trainer.graphdef, optimizer)
-    rng = np.random.default_rng(c.seed)
-    losses = []
-    path = os.path.join(trainer.workdir, "sft.jsonl")
-    bar = tqdm(total=cfg.steps, desc="SFT", dynamic_ncols=True, file=sys.stdout, disable=not progress)
-    with open(path, "w") as f, bar:
+    rng = np.random.default_rng(c.seed)  # the same batches on every process
+    losses, lines = [], []
+    path = trainer.root / "sft.jsonl"
+    bar = tqdm(total=cfg.steps, desc="SFT", dynamic_ncols=True, file=sys.stdout,
+               disable=not progress or not trainer.primary)
+    with bar:
         for i in range(cfg.steps):
             pick = rng.choice(len(demos), size=min(cfg.batch_size, len(demos)), replace=False)
             chosen = [demos[j] for j in pick]
             batch = pack(chosen, [np.zeros(len(t.tokens), np.float32) for t in chosen],
                          micro_batch_size=len(chosen), length_multiple=SFT_LENGTH_MULTIPLE)
             at, at_valid = loss_positions(batch["loss_mask"][0])
-            params, opt_state, loss = step(params, opt_state, batch["tokens"][0], batch["valid"][0],
-                                           at, at_valid)
+            rows = [to_global(x, named_sharding(("batch", None), trainer.mesh, x.shape))
+                    for x in (batch["tokens"][0], batch["valid"][0], at, at_valid)]
+            params, opt_state, loss = step(params, opt_state, *rows)
             losses.append(float(loss))
-            f.write(json.dumps({"sft_step": i + 1, "loss": losses[-1]}) + "\n")
-            f.flush()
+            lines.append(json.dumps({"sft_step": i + 1, "loss": losses[-1]}) + "\n")
+            if trainer.primary and ((i + 1) % SFT_LOG_EVERY == 0 or i + 1 == cfg.steps):
+                path.write_text("".join(lines))
             bar.update(1)
             bar.set_postfix(loss=f"{losses[-1]:.3f}")
     trainer.state = trainer.state.replace(params=params)

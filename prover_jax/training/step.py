@@ -173,8 +173,8 @@ def make_train_step(graphdef, loss_cfg, optimizer: optax.GradientTransformation,
             state_sh = jax.tree.map(placed, state)
             fn = lambda s, b: step_fn(s, b, grad_shardings=state_sh.params)  # noqa: E731
             cache[key] = jax.jit(fn, out_shardings=(state_sh, replicated), donate_argnums=0)
-        batch = {k: jax.device_put(v, named_sharding((None, "batch") + (None,) * (v.ndim - 2), mesh,
-                                                     v.shape))
+        batch = {k: v if isinstance(v, jax.Array) and not v.sharding.is_fully_addressable else
+                 jax.device_put(v, named_sharding((None, "batch") + (None,) * (v.ndim - 2), mesh, v.shape))
                  for k, v in batch.items()}
         return cache[key](state, batch)
 

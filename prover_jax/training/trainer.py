@@ -1,26 +1,30 @@
 """The RL trainer: tasks -> rollouts -> propose/verify -> credit -> update -> checkpoint.
 
-    trainer = Trainer(config, workdir)
+    trainer = Trainer(config, workdir)       # workdir: a local folder, file://... or gs://...
     trainer.run()            # SFT warm start (optional), then config.train.steps RL steps; resumable
 
-One step: the grain task iterator yields `groups_per_step` task seeds; every task is played
-`group_size` times by the current policy (one fork per group, extension per turn); the credit method
-turns the groups into per-token advantages (ProVer: judge + verification continuations); one jitted
-`train_step` updates the weights; the engine samples with the new weights from the next step on (no
-recompilation). Every `checkpoint_every` steps an orbax checkpoint stores the train state (params,
-optimizer, step), the task iterator position, the SFT flag and the judge's accounting; re-running the
-same command restores it and continues with the batch that would have come next.
+One step: the grain task iterator yields `groups_per_step` task seeds (the same on every process);
+each process plays its contiguous share of the groups, `group_size` times each, on its own env pool
+and its own engine (local devices); its credit method (ProVer: judge + verification continuations)
+turns its groups into per-token advantages; the sequences of all processes form ONE global batch
+and one jitted `train_step` updates the weights on the global mesh; the new weights are copied onto
+every host's engine (no recompilation). Episode names (uids), hence every sampling seed, derive from
+the number of task batches drawn and the episode's global index, so a resumed run, or the same run on
+another number of hosts, plays the same tasks with the same seeds.
 
-W/metrics.jsonl has one JSON object per optimizer step (`step` counts completed updates from 1). An
-update whose loss or gradient is not finite is skipped (weights and optimizer untouched) and logged
-with "applied": false under the step number it would have had; the next batch tries again, and
-MAX_SKIPS_IN_A_ROW skips in a row stop the run.
+Every `checkpoint_every` steps an orbax checkpoint (asynchronous; every process writes its shards)
+stores the train state, the task iterator position, the batch counter and the SFT flag; re-running
+the same command restores it and continues with the batch that would have come next.
+
+W/metrics.jsonl has one JSON object per optimizer step (`step` counts completed updates from 1),
+merged over processes and written by process 0 only. An update whose loss or gradient is not finite
+is skipped (weights and optimizer untouched) and logged with "applied": false under the step number
+it would have had; the next batch tries again, and MAX_SKIPS_IN_A_ROW skips in a row stop the run.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from typing import Any
 
@@ -28,10 +32,10 @@ import grain
 import jax
 import jax.numpy as jnp
 import numpy as np
-import orbax.checkpoint as ocp
 from absl import logging
 from flax import nnx
 
+from prover_jax import distributed as dist
 from prover_jax.convert.orbax_io import load_checkpoint
 from prover_jax.credit import RolloutVerifier, make_credit
 from prover_jax.envs.pool import EnvPool
@@ -41,21 +45,18 @@ from prover_jax.rollout import Rollout, RolloutConfig, env_corpus, load_tokenize
 from prover_jax.sampling import Driver, Engine, SamplingParams
 from prover_jax.sharding import make_mesh
 from prover_jax.training import sft
-from prover_jax.training.batch import pack
+from prover_jax.training.batch import pack, padded_length
+from prover_jax.training.checkpoints import Checkpoints
+from prover_jax.training.metrics import merge_rows
 from prover_jax.training.step import init_train_state, make_optimizer, make_train_step
+from prover_jax.training.workdir import append_line, local_copy, read_lines, save_folder, workdir_path
 
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 MAX_SKIPS_IN_A_ROW = 5
 REPORTED_CREDIT_METRICS = ("prover/eligible_groups", "prover/proposals", "prover/valid_proposals",
                            "prover/accepted", "prover/acceptance_rate", "prover/segment_len",
-                           "prover/delta_mean", "prover/extra_token_frac", "judge/calls", "judge/cost_usd",
-                           "time/judge_s", "time/verify_s")
-
-
-def maybe_initialize_distributed() -> None:
-    """jax.distributed.initialize() on multi-host pods (TPU pods set these; single hosts skip)."""
-    if os.environ.get("PROVER_DISTRIBUTED") == "1" or os.environ.get("TPU_WORKER_HOSTNAMES", "").count(","):
-        jax.distributed.initialize()
+                           "prover/delta_mean", "prover/extra_token_frac", "prover/verify_policy_tokens",
+                           "judge/calls", "judge/cost_usd", "time/judge_s", "time/verify_s")
 
 
 def mesh_shape(config) -> tuple[int, int, int]:
@@ -63,10 +64,10 @@ def mesh_shape(config) -> tuple[int, int, int]:
 
 
 def mesh_devices(config) -> list:
-    """All devices, or the first prod(mesh) of them when the mesh is fully specified and smaller
-    (e.g. a one-device CPU demo on a host that exposes several)."""
+    """All devices, or (one process) the first prod(mesh) of them when the mesh is fully specified
+    and smaller (e.g. a one-device CPU demo on a host that exposes several)."""
     shape, devices = mesh_shape(config), jax.devices()
-    if -1 not in shape and int(np.prod(shape)) < len(devices):
+    if -1 not in shape and int(np.prod(shape)) < len(devices) and jax.process_count() == 1:
         logging.warning("mesh %s uses %d of %d devices", shape, int(np.prod(shape)), len(devices))
         return devices[:int(np.prod(shape))]
     return devices
@@ -74,34 +75,39 @@ def mesh_devices(config) -> list:
 
 class Trainer:
     def __init__(self, config, workdir: str):
-        self.config, self.workdir = config, os.path.abspath(workdir)
-        os.makedirs(self.workdir, exist_ok=True)
-        c = config
+        c = self.config = config
+        self.root = workdir_path(workdir)
+        self.workdir = str(self.root)
+        self.primary = dist.is_primary()
+        if self.primary:
+            self.root.mkdir(parents=True, exist_ok=True)
+        dist.check_layout(num_processes=dist.process_count(), num_devices=jax.device_count(),
+                          mesh=mesh_shape(c), groups_per_step=c.rollout.groups_per_step)
         self.mesh = make_mesh(mesh_shape(c), devices=mesh_devices(c))
         self.tokenizer = self._tokenizer()
         model = self._model()
         self.graphdef, _ = nnx.split(model)
         self.optimizer = make_optimizer(c.optim)
-        self.state = init_train_state(model, self.optimizer)
+        self.state = dist.globalize(init_train_state(model, self.optimizer), self.mesh)
         self.train_step = make_train_step(self.graphdef, c.loss, self.optimizer, mesh=self.mesh,
                                           logprob_chunk=c.train.logprob_chunk or None)
         self.ref_params = (jax.tree.map(jnp.copy, self.state.params) if c.loss.kl_coef > 0 else None)
 
         r = c.rollout
-        self.engine = Engine(model, max_concurrent_decodes=r.max_concurrent_decodes,
-                             max_prefill_length=r.max_prefill_length, max_target_length=r.max_target_length,
-                             mesh=self.mesh)
+        self.engine, self.sync = self._engine(model)
         eos = set(model.config.eos_ids) | {self.tokenizer.convert_tokens_to_ids(c_) for c_ in ("<|im_end|>",)
                                           if c_ in self.tokenizer.get_vocab()}
-        self.driver = Driver(self.engine, params=self.state.params, eos_ids=sorted(eos),
+        self.driver = Driver(self.engine, params=self.sync(self.state.params), eos_ids=sorted(eos),
                              decode_fn=self.tokenizer.decode)
         sampling = SamplingParams(temperature=r.temperature, top_k=r.top_k, top_p=r.top_p)
         self.rollout = Rollout(self.driver, self.tokenizer, self.rollout_config(sampling))
         self.greedy = Rollout(self.driver, self.tokenizer, self.rollout_config(SamplingParams()))
-        n_train = r.groups_per_step * r.group_size
+        self.group_lo, self.group_hi = dist.share(r.groups_per_step)
+        local_groups = self.group_hi - self.group_lo
+        n_train = local_groups * r.group_size
         env_kw = self.env_kwargs()
         self.pool = EnvPool(c.env.name, n_train, env_kw, processes=c.env.processes)
-        n_verify = min(2 * r.groups_per_step * c.credit.prover.k, max(n_train, c.credit.prover.k))
+        n_verify = min(2 * local_groups * c.credit.prover.k, max(n_train, c.credit.prover.k))
         self.verify_pool = (EnvPool(c.env.name, n_verify, env_kw, processes=c.env.processes)
                             if c.credit.method == "prover" else None)
         self.judge = make_judge(c.judge.name, c.judge, workdir=self.workdir)
@@ -109,14 +115,14 @@ class Trainer:
         self.credit = make_credit(c.credit.method, c.credit, judge=self.judge, verifier=verifier, seed=c.seed)
 
         # tasks: train seeds in a shuffled order, groups_per_step per step (resumable iterator).
-        tasks = grain.MapDataset.range(c.env.train_seed_start, c.env.train_seed_start + 1_000_000)
-        self.tasks = iter(tasks.shuffle(seed=c.seed).batch(r.groups_per_step))
+        tasks = grain.MapDataset.range(c.env.train_seed_start,
+                                       c.env.train_seed_start + (c.env.train_tasks or 1_000_000))
+        self.tasks = iter(tasks.shuffle(seed=c.seed).repeat().batch(r.groups_per_step))
+        self.batches_drawn = 0  # task batches taken from the iterator: the base of episode uids
         self.sft_done = c.sft.steps == 0
         self.skipped_in_a_row = 0
-        self.metrics_path = os.path.join(self.workdir, "metrics.jsonl")
-        self.ckpt = ocp.CheckpointManager(
-            os.path.join(self.workdir, "checkpoints"),
-            options=ocp.CheckpointManagerOptions(max_to_keep=c.train.keep_checkpoints, create=True))
+        self.metrics_path = self.root / "metrics.jsonl"
+        self.ckpts = Checkpoints(self.root / "checkpoints", c.train.keep_checkpoints)
         self.restored = self._restore()
 
     # Set-up.
@@ -132,18 +138,20 @@ class Trainer:
                              system_prompt=r.system_prompt or None)
 
     def _tokenizer(self):
+        """The checkpoint's tokenizer, or one trained on the env's text by process 0 and saved in
+        W/tokenizer (the other processes wait, then load it)."""
         c = self.config
         if c.model.init in ("hf", "checkpoint"):
             return load_tokenizer(c.model.path)
-        path = os.path.join(self.workdir, "tokenizer")
-        if os.path.exists(os.path.join(path, "tokenizer.json")):
-            return load_tokenizer(path)
-        r = self.rollout_config(SamplingParams())
-        corpus = env_corpus(c.env.name, range(c.tokenizer.corpus_seeds), self.env_kwargs(),
-                            system_prompt=r.system_prompt, max_turns=r.max_turns, template=r.template)
-        tok = train_tokenizer(corpus, vocab_size=c.tokenizer.vocab_size, phrases=c.tokenizer.phrases)
-        tok.save_pretrained(path)
-        return tok
+        path = self.root / "tokenizer"
+        if self.primary and not (path / "tokenizer.json").exists():
+            r = self.rollout_config(SamplingParams())
+            corpus = env_corpus(c.env.name, range(c.tokenizer.corpus_seeds), self.env_kwargs(),
+                                system_prompt=r.system_prompt, max_turns=r.max_turns, template=r.template)
+            tok = train_tokenizer(corpus, vocab_size=c.tokenizer.vocab_size, phrases=c.tokenizer.phrases)
+            save_folder(tok.save_pretrained, path)
+        dist.barrier("tokenizer")
+        return load_tokenizer(local_copy(path))
 
     def _model(self):
         c = self.config
@@ -161,35 +169,48 @@ class Trainer:
         model = qwen3_5.Qwen3_5(cfg, rngs=nnx.Rngs(c.seed), dtype=dtype, param_dtype=pdtype)
         return qwen3_5.shard_model(model, self.mesh)
 
+    def _engine(self, model) -> tuple[Engine, dist.WeightSync]:
+        """This host's engine (the train mesh on one process, the local devices on several) and the
+        copy of the train weights it decodes from (bf16 when the model computes in bf16)."""
+        c, r = self.config, self.config.rollout
+        emesh = dist.engine_mesh(self.mesh, c.mesh.tensor)
+        compute = DTYPES[c.model.dtype]
+        sync = dist.WeightSync(self.state.params, self.mesh, emesh, dtype=compute, tensor=c.mesh.tensor)
+        if sync.identity:
+            emodel = model
+        else:
+            abstract = qwen3_5.abstract_model(model.config, dtype=compute, param_dtype=compute, mesh=emesh)
+            emodel = nnx.merge(nnx.graphdef(abstract), sync(self.state.params))
+        engine = Engine(emodel, max_concurrent_decodes=r.max_concurrent_decodes,
+                        max_prefill_length=r.max_prefill_length, max_target_length=r.max_target_length,
+                        mesh=emesh)
+        return engine, sync
+
     # Checkpoints.
     def _meta(self) -> dict:
-        return {"tasks": self.tasks.get_state(), "sft_done": self.sft_done,
-                "step": int(self.state.step)}
+        return {"tasks": self.tasks.get_state(), "sft_done": self.sft_done, "step": self.step,
+                "batches_drawn": self.batches_drawn}
 
     def save(self) -> None:
-        step = int(self.state.step)
-        self.ckpt.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(self.state),
-                                                     meta=ocp.args.JsonSave(self._meta())), force=True)
-        self.ckpt.wait_until_finished()
+        """Starts an asynchronous save of this step (the previous save is finished first)."""
+        self.ckpts.save(self.step, self.state, self._meta())
 
     def _restore(self) -> bool:
-        step = self.ckpt.latest_step()
-        if step is None:
+        abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding),
+                                self.state)
+        found = self.ckpts.restore(abstract, on_corrupt=self.config.train.on_corrupt_checkpoint)
+        if found is None:
             return False
-        abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, self.state)
-        out = self.ckpt.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract),
-                                                              meta=ocp.args.JsonRestore()))
-        self.state = out.state
-        self.tasks.set_state(out.meta["tasks"])
-        self.sft_done = out.meta["sft_done"]
-        self.driver.update_params(self.state.params)
+        self.state, meta, step = found
+        self.tasks.set_state(meta["tasks"])
+        self.sft_done = meta["sft_done"]
+        self.batches_drawn = int(meta.get("batches_drawn", meta.get("step", step)))
+        self.driver.update_params(self.sync(self.state.params))
         # metrics of steps after the checkpoint were not kept in the state: drop them
-        if os.path.exists(self.metrics_path):
-            with open(self.metrics_path) as f:
-                rows = [line for line in f if line.strip() and json.loads(line).get("step", 0) <= step]
-            with open(self.metrics_path, "w") as f:
-                f.writelines(rows)
-        logging.info("resumed from %s at step %d", self.ckpt.directory, step)
+        if self.primary and self.metrics_path.exists():
+            kept = [line for line in read_lines(self.metrics_path) if json.loads(line).get("step", 0) <= step]
+            self.metrics_path.write_text("".join(line + "\n" for line in kept))
+        logging.info("resumed from %s at step %d", self.ckpts.directory, step)
         return True
 
     # Steps.
@@ -201,20 +222,26 @@ class Trainer:
         c = self.config
         G = c.rollout.group_size
         seeds = [int(s) for s in next(self.tasks)]
+        base = self.batches_drawn * len(seeds) * G
+        self.batches_drawn += 1
+        lo, hi = self.group_lo, self.group_hi
         t0 = time.perf_counter()
-        trajs = self.rollout.run(self.pool, [s for s in seeds for _ in range(G)])
+        trajs = self.rollout.run(self.pool, [s for s in seeds[lo:hi] for _ in range(G)],
+                                 uids=[base + g * G + j for g in range(lo, hi) for j in range(G)])
         rollout_s = time.perf_counter() - t0
-        groups = [trajs[g * G:(g + 1) * G] for g in range(len(seeds))]
+        groups = [trajs[g * G:(g + 1) * G] for g in range(hi - lo)]
         credit = self.credit.assign(groups)
         t0 = time.perf_counter()
         flat_adv = [a for group in credit.advantages for a in group]
-        batch = pack(trajs, flat_adv, c.train.micro_batch_size, length_multiple=c.train.length_multiple,
-                     max_length=c.rollout.max_target_length)
+        longest = max(x for x in dist.allgather_json(max(len(t.tokens) for t in trajs)))
+        L = padded_length(longest, c.train.length_multiple, c.rollout.max_target_length)
+        rows = pack(trajs, flat_adv, len(trajs), length=L)
+        batch = dist.global_batch({k: v[0] for k, v in rows.items()}, self.mesh, c.train.micro_batch_size)
         if self.ref_params is not None:
             batch["ref_logprobs"] = self._ref_logprobs(batch)
         before = self.step
         self.state, m = self.train_step(self.state, batch)
-        self.driver.update_params(self.state.params)
+        self.driver.update_params(self.sync(self.state.params))
         m = {k: float(v) for k, v in jax.device_get(m).items()}
         update_s = time.perf_counter() - t0
         if self.step == before:  # non-finite loss or gradient: update skipped, nothing applied
@@ -224,7 +251,10 @@ class Trainer:
                                          "gradient; stopping (the last checkpoint is intact)")
         else:
             self.skipped_in_a_row = 0
-        row = {"step": before + 1, "applied": self.step > before, "tasks": seeds, "success_rate": float(np.mean([t.success for t in trajs])),
+        turns = sum(t.num_turns for t in trajs)
+        row = {"step": before + 1, "applied": self.step > before, "tasks": seeds,
+               "episodes": len(trajs), "turns_total": turns,
+               "success_rate": float(np.mean([t.success for t in trajs])),
                "score": float(np.mean([t.score for t in trajs])),
                "turns": float(np.mean([t.num_turns for t in trajs])),
                "policy_tokens": int(sum(t.num_policy_tokens for t in trajs)),
@@ -233,45 +263,61 @@ class Trainer:
         row.setdefault("kl", 0.0)
         row.update(dict.fromkeys(REPORTED_CREDIT_METRICS, 0.0))  # every run reports these, grpo too
         row.update(credit.metrics)
-        return row
+        return merge_rows(dist.allgather_json(row))
 
     def _ref_logprobs(self, batch):
+        """Reference-policy log-probs [M, mb, L], sharded like the batch."""
         from prover_jax.training.step import make_logprob_fn
         if not hasattr(self, "_logprob_fn"):
-            self._logprob_fn = make_logprob_fn(self.graphdef)
-        M = batch["tokens"].shape[0]
-        return np.stack([np.asarray(self._logprob_fn(self.ref_params, batch["tokens"][m], batch["valid"][m]))
-                         for m in range(M)])
+            one = make_logprob_fn(self.graphdef)
+            self._logprob_fn = jax.jit(lambda p, t, v: jax.lax.map(lambda tv: one(p, *tv), (t, v)),
+                                       out_shardings=batch["tokens"].sharding)
+        return self._logprob_fn(self.ref_params, batch["tokens"], batch["valid"])
 
     def evaluate(self, episodes: int | None = None) -> float:
-        """Greedy success rate on the held-out seeds 0 .. eval_episodes - 1."""
+        """Greedy success rate on the held-out seeds 0 .. eval_episodes - 1 (split over processes)."""
         n = episodes or self.config.train.eval_episodes
         seeds = list(range(min(n, self.config.env.eval_seeds)))
+        lo, hi = dist.uneven_share(len(seeds))
+        mine = seeds[lo:hi]
         wins = []
-        for i in range(0, len(seeds), self.pool.num_envs):
-            wins += [t.success for t in self.greedy.run(self.pool, seeds[i:i + self.pool.num_envs])]
-        return float(np.mean(wins))
+        for i in range(0, len(mine), self.pool.num_envs):
+            wins += [bool(t.success) for t in self.greedy.run(self.pool, mine[i:i + self.pool.num_envs])]
+        every = [w for part in dist.allgather_json(wins) for w in part]
+        return float(np.mean(every))
 
     def run_sft(self, progress: bool = False) -> dict:
         out = sft.warm_start(self, self.config.sft, progress=progress)
         self.sft_done = True
-        self.driver.update_params(self.state.params)
+        self.driver.update_params(self.sync(self.state.params))
         return out
 
     def log(self, row: dict) -> None:
-        with open(self.metrics_path, "a") as f:
-            f.write(json.dumps(row) + "\n")
+        if self.primary:
+            append_line(self.metrics_path, json.dumps(row))
 
     def export_hf(self, out_dir: str) -> None:
-        model = nnx.merge(self.graphdef, self.state.params)
-        qwen3_5.save_hf(model, out_dir)
-        self.tokenizer.save_pretrained(out_dir)
+        """The current policy as an HF folder (local or gs://): arrays gathered from all processes,
+        written by process 0; the others wait until it is complete."""
+        params = self.state.params
+        if dist.process_count() > 1:
+            from jax.experimental import multihost_utils
+            params = jax.tree.map(lambda x: multihost_utils.process_allgather(x, tiled=True), params)
+        if self.primary:
+            model = nnx.merge(self.graphdef, params)
+
+            def write(folder):
+                qwen3_5.save_hf(model, folder)
+                self.tokenizer.save_pretrained(folder)
+
+            save_folder(write, workdir_path(out_dir))
+        dist.barrier("export_hf")
 
     def close(self) -> None:
         self.pool.close()
         if self.verify_pool is not None:
             self.verify_pool.close()
-        self.ckpt.close()
+        self.ckpts.close()
 
 
 def _invalid_frac(trajs) -> float:

@@ -23,7 +23,7 @@ from safetensors.flax import save_file
 
 from prover_jax.models.qwen3_5.config import Qwen3_5Config
 from prover_jax.models.qwen3_5.model import Qwen3_5
-from prover_jax.sharding import named_sharding
+from prover_jax.sharding import named_sharding, place
 
 # HF name (without the layout prefix) -> (our state path template, transform).
 # transforms: "T" = transpose (torch Linear (out, in) <-> our kernel (in, out)); "conv" = (C, 1, K) <-> (C, K).
@@ -147,7 +147,7 @@ def shard_model(model: Qwen3_5, mesh) -> Qwen3_5:
     _, state = nnx.split(model)
     flat = nnx.to_flat_state(state)
     for path, var in flat:
-        var.set_value(jax.device_put(var.get_value(), shardings[".".join(str(p) for p in path)]))
+        var.set_value(place(var.get_value(), shardings[".".join(str(p) for p in path)]))
     nnx.update(model, nnx.from_flat_state(flat))
     model.mesh = mesh
     return model
@@ -185,7 +185,7 @@ def load_hf(path: str, dtype=jnp.float32, mesh=None, compute_dtype=None) -> Qwen
                                      f"{tuple(_to_hf(np.empty(want, np.int8), fn).shape)}")
                 dtypes[name] = str(x.dtype)
                 x = x.astype(dtype)
-                filled[p] = jax.device_put(x, shardings[p]) if p in shardings else x
+                filled[p] = place(x, shardings[p]) if p in shardings else x
     missing = [path_to_hf(p)[0] for p in slots if p not in filled]
     if missing:
         raise ValueError(f"checkpoint {path!r} is missing tensors: {missing}")

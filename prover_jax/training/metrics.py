@@ -1,0 +1,44 @@
+"""One metrics row per optimizer step from the rows of all processes (each played its own groups).
+
+    row = merge_rows(allgather_json(local_row))     # the same merged row on every process
+
+Counts add up (episodes, tokens, proposals, judge calls and cost, drop reasons); rates are
+recomputed from the summed counts or averaged with their natural weights (success over episodes,
+invalid actions over turns, segment length and delta over valid proposals); wall times take the
+slowest process; everything else (the global update's loss, gradient norm, ...) is the same on
+every process and is taken from process 0. With one process the row comes back unchanged.
+"""
+
+from __future__ import annotations
+
+SUMMED = {"episodes", "turns_total", "policy_tokens", "prover/eligible_groups", "prover/proposals",
+          "prover/valid_proposals", "prover/accepted", "prover/verify_policy_tokens", "judge/calls",
+          "judge/cost_usd", "judge/input_tokens", "judge/output_tokens"}
+SUMMED_PREFIXES = ("prover/dropped/",)
+WEIGHTED = {"success_rate": "episodes", "score": "episodes", "turns": "episodes",
+            "invalid_action_frac": "turns_total", "prover/segment_len": "prover/valid_proposals",
+            "prover/delta_mean": "prover/valid_proposals"}
+RATIOS = {"prover/acceptance_rate": ("prover/accepted", "prover/valid_proposals"),
+          "prover/extra_token_frac": ("prover/verify_policy_tokens", "policy_tokens")}
+MAXED_PREFIXES = ("time/",)
+
+
+def merge_rows(rows: list[dict]) -> dict:
+    if len(rows) == 1:
+        return dict(rows[0])
+    out = dict(rows[0])
+    keys = {k for r in rows for k in r}
+    for k in keys:
+        values = [r.get(k, 0) for r in rows]
+        if k in SUMMED or k.startswith(SUMMED_PREFIXES):
+            out[k] = sum(values)
+        elif k.startswith(MAXED_PREFIXES):
+            out[k] = max(values)
+    for k, w in WEIGHTED.items():
+        if k in out:
+            total = sum(r.get(w, 0) for r in rows)
+            out[k] = (sum(r.get(k, 0) * r.get(w, 0) for r in rows) / total) if total else 0.0
+    for k, (num, den) in RATIOS.items():
+        if k in out:
+            out[k] = out.get(num, 0) / out[den] if out.get(den) else 0.0
+    return out
