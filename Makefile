@@ -1,25 +1,46 @@
-# prover_jax: `make demo` (the main job on its built-in default) and `make test` (the whole suite).
+# prover_jax: `make demo` (the main job on its built-in default) and `make test` (the whole suite, on
+# Python 3.11 / jax 0.10 and on Python 3.12 / jax 0.12, the version pod workers resolve).
 PY ?= python3
+# Python 3.12 for the second lane: on PATH, else pyenv's.
+PY312 ?= $(firstword $(shell command -v python3.12 2>/dev/null | grep -v shims) $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12))
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+VENV312 := .venv312
+STAMP312 := $(VENV312)/.installed
+EXTRAS := test,alfworld
+# ALFWorld tests must run (not skip) wherever the suite runs. One worker per core, a file per worker
+# (module fixtures built once): most of the suite's time is single-threaded tracing and compiling.
+PYTEST := PROVER_REQUIRE_ALFWORLD=1 python -m pytest -q -ra --timeout=900 -n auto --dist loadfile tests
 
-.PHONY: test demo install clean
+.PHONY: test test-py311 test-py312 demo install clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
 $(STAMP): setup.py | $(BIN)/python
-	$(BIN)/pip install -q -e ".[test,alfworld]"
+	$(BIN)/pip install -q -e ".[$(EXTRAS)]"
 	touch $(STAMP)
+
+$(VENV312)/bin/python:
+	@test -n "$(PY312)" || { echo "make test-py312: no Python 3.12 found (set PY312=/path/to/python3.12)"; exit 2; }
+	$(PY312) -m venv $(VENV312)
+	$(VENV312)/bin/pip install -q --upgrade pip
+
+$(STAMP312): setup.py | $(VENV312)/bin/python
+	$(VENV312)/bin/pip install -q -e ".[$(EXTRAS)]"
+	touch $(STAMP312)
 
 install: $(STAMP)
 
-# ALFWorld tests must run (not skip) wherever the suite runs. One worker per core, a file per worker
-# (module fixtures built once): most of the suite's time is single-threaded tracing and compiling.
-test: $(STAMP)
-	PROVER_REQUIRE_ALFWORLD=1 $(BIN)/python -m pytest -q -ra --timeout=900 -n auto --dist loadfile tests
+test: test-py311 test-py312
+
+test-py311: $(STAMP)
+	PATH=$(CURDIR)/$(BIN):$$PATH $(PYTEST)
+
+test-py312: $(STAMP312)
+	PATH=$(CURDIR)/$(VENV312)/bin:$$PATH $(PYTEST)
 
 # SFT warm start + GRPO/ProVer on the built-in household env, fresh each time (prover-train resumes).
 DEMO_DIR ?= runs/demo
@@ -28,4 +49,4 @@ demo: $(STAMP)
 	$(BIN)/python -m prover_jax.demo --workdir=$(DEMO_DIR)
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(VENV312) build *.egg-info

@@ -7,8 +7,11 @@ usage() {
   cat <<'EOF'
 Usage: launch/tpu_run.sh --tpu_name=NAME --config=PATH[:ARG] --workdir=DIR [options]
 
-Runs `prover-train --config=PATH[:ARG] --workdir=DIR` on all workers of a Cloud TPU VM slice
-(the trainer calls jax.distributed.initialize() itself on multi-host slices).
+Runs ONE `prover-train --config=PATH[:ARG] --workdir=DIR` per worker of a Cloud TPU VM slice, all
+with the same flags. The processes find each other through jax.distributed (auto-detected on TPU
+VMs: PROVER_DISTRIBUTED=1); the train state is sharded over every chip of the slice, each worker
+plays its share of the step's task groups on its own chips, and process 0 writes metrics, summary
+and exports. The workdir must be one folder every worker sees: gs://BUCKET/... .
 
 Required (flag, else environment variable):
   --tpu_name NAME          TPU VM name                                  [$TPU_NAME]
@@ -124,6 +127,8 @@ done
 [[ "$CONFIG" != /* && -f "$REPO_DIR/${CONFIG%%:*}" ]] ||
   die "--config '${CONFIG%%:*}' is not a file under --repo_dir (give it relative to the repository)"
 [[ -z "$ENV_FILE" || -f "$ENV_FILE" ]] || die "--env_file '$ENV_FILE' does not exist"
+[[ "$WORKDIR" == gs://* ]] || echo "tpu_run.sh: warning: --workdir '$WORKDIR' is not gs://; on a" \
+  "multi-host slice every worker would write its own copy and a restart could not resume" >&2
 if [[ -z "$EXTRAS" ]]; then
   case "$(basename "${CONFIG%%:*}")" in *alfworld*) EXTRAS=alfworld ;; *) EXTRAS=none ;; esac
 fi
@@ -195,7 +200,7 @@ fi
 #    with the package (editable, with its extras) and jax[tpu].
 # shellcheck disable=SC2088  # ~ expands on the worker
 package="~/prover_jax"
-[[ "$EXTRAS" == none ]] || package+="'[$EXTRAS]'"
+if [[ "$EXTRAS" == none ]]; then package+="'[gcs]'"; else package+="'[gcs,$EXTRAS]'"; fi
 install="set -euo pipefail; rm -rf ~/prover_jax && mkdir -p ~/prover_jax"
 install+=" && tar -xzf ~/prover_src.tgz -C ~/prover_jax"
 install+=" && { [ -x ~/.local/bin/uv ] || curl -LsSf https://astral.sh/uv/install.sh | sh; }"
@@ -209,10 +214,12 @@ if [[ -n "$HF_MODEL" ]]; then
 fi
 on_workers "$install"
 
-# 4. Train on all workers at once; output streams here and is kept in ~/prover_train.log there.
+# 4. Train: one process per worker, started at once with the same command; output streams here
+#    and is kept in ~/prover_train.log there.
 train="set -o pipefail; cd ~/prover_jax"
 [[ -z "$ENV_FILE" ]] || train+=" && set -a && . ~/prover_env.sh && set +a"
-train+=" && ~/prover_venv/bin/prover-train --config=$(quote "$CONFIG") --workdir=$(quote "$WORKDIR")"
+train+=" && PROVER_DISTRIBUTED=1 ~/prover_venv/bin/prover-train --config=$(quote "$CONFIG")"
+train+=" --workdir=$(quote "$WORKDIR")"
 train+="$model_flag${EXTRA_FLAGS:+ $EXTRA_FLAGS} 2>&1 | tee ~/prover_train.log"
 on_workers "$train"
 

@@ -2,6 +2,7 @@
 
     prover-convert --hf_dir=HF --out=CKPT        # HF safetensors -> orbax
     prover-convert --ckpt=CKPT --out_hf=HF [--dtype=bfloat16]   # orbax -> HF safetensors
+    prover-convert --ckpt=WORKDIR --out_hf=HF [--step=N]         # a prover-train run (any host count)
 
 Both directions stream tensor by tensor: peak host memory is about one copy of the params.
 """
@@ -13,13 +14,15 @@ import time
 import jax.numpy as jnp
 from absl import app, flags
 
-from prover_jax.convert.orbax_io import load_checkpoint, save_checkpoint
+from prover_jax.convert.orbax_io import (is_train_workdir, load_checkpoint, load_train_checkpoint,
+                                        save_checkpoint)
 from prover_jax.models import qwen3_5
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("hf_dir", None, "HF checkpoint folder to import.")
 flags.DEFINE_string("out", None, "Where to write the prover (orbax) checkpoint.")
-flags.DEFINE_string("ckpt", None, "Prover checkpoint folder to export.")
+flags.DEFINE_string("ckpt", None, "Prover checkpoint folder, or a prover-train workdir, to export.")
+flags.DEFINE_integer("step", None, "With a prover-train workdir: the checkpoint step (default: newest).")
 flags.DEFINE_string("out_hf", None, "Where to write the HF checkpoint.")
 flags.DEFINE_string("dtype", None, "Export dtype (e.g. bfloat16); default keeps each tensor's source "
                     "dtype.")
@@ -34,7 +37,8 @@ def main(argv):
         save_checkpoint(model, FLAGS.out)
         print(f"wrote {FLAGS.out} ({model.config.param_count():,} params) in {time.time() - t0:.1f}s")
     elif FLAGS.ckpt and FLAGS.out_hf and not (FLAGS.hf_dir or FLAGS.out):
-        model = load_checkpoint(FLAGS.ckpt)
+        model = (load_train_checkpoint(FLAGS.ckpt, FLAGS.step) if is_train_workdir(FLAGS.ckpt)
+                 else load_checkpoint(FLAGS.ckpt))
         qwen3_5.save_hf(model, FLAGS.out_hf, dtype=FLAGS.dtype and jnp.dtype(FLAGS.dtype),
                         max_shard_bytes=FLAGS.max_shard_mb * 2 ** 20)
         print(f"wrote {FLAGS.out_hf} in {time.time() - t0:.1f}s")

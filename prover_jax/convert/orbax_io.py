@@ -80,6 +80,53 @@ def load_checkpoint(path: str, dtype=jnp.float32, mesh=None, compute_dtype=None)
     return model
 
 
+MODEL_DIR = "model"  # W/model: the trainer's architecture (config.json) and tokenizer files
+
+
+def is_train_workdir(path: str) -> bool:
+    """A `prover-train` workdir: W/checkpoints/<step> and W/model/config.json."""
+    from etils import epath
+    p = epath.Path(path)
+    return (p / "checkpoints").is_dir() and (p / MODEL_DIR / "config.json").exists()
+
+
+def load_train_checkpoint(workdir: str, step: int | None = None, dtype=jnp.float32) -> qwen3_5.Qwen3_5:
+    """The policy of a `prover-train` checkpoint (the newest, or `step`), restored on ONE host from
+    the shards every process of a (multi-host) run wrote; only the params are read."""
+    from etils import epath
+    root = epath.Path(workdir)
+    with ocp.CheckpointManager(root / "checkpoints") as manager:
+        steps = manager.all_steps()
+        if not steps:
+            raise FileNotFoundError(f"{root}/checkpoints holds no complete checkpoint")
+        step = max(steps) if step is None else int(step)
+        if step not in steps:
+            raise FileNotFoundError(f"no checkpoint of step {step} in {root}/checkpoints; have {sorted(steps)}")
+    local = os.fspath(root / MODEL_DIR) if "://" not in os.fspath(root) else None
+    if local is None:
+        import tempfile
+        local = tempfile.mkdtemp(prefix="prover-model-")
+        for f in (root / MODEL_DIR).iterdir():
+            (epath.Path(local) / f.name).write_bytes(f.read_bytes())
+    cfg = qwen3_5.Qwen3_5Config.from_pretrained(local)
+    abstract = qwen3_5.abstract_model(cfg, dtype=dtype, param_dtype=dtype)
+    graphdef, abs_params = nnx.split(abstract, nnx.Param)
+    device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    target = jax.tree.map(lambda v: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=device), abs_params)
+    ckptr = ocp.PyTreeCheckpointer()
+    try:
+        restored = ckptr.restore(root / "checkpoints" / str(step) / "state", args=ocp.args.PyTreeRestore(
+            item={"params": target}, restore_args={"params": jax.tree.map(
+                lambda x: ocp.ArrayRestoreArgs(sharding=device, dtype=dtype), target)},
+            partial_restore=True))
+    except Exception as e:
+        raise ValueError(f"cannot restore the params of step {step} from {root}/checkpoints: "
+                         f"{str(e).splitlines()[0][:300]}") from None
+    model = nnx.merge(graphdef, restored["params"])
+    model.hf_source = qwen3_5.HFSource(local, ())
+    return model
+
+
 def _replace_leaves(tree: dict, flat: dict, prefix=()):
     out = {}
     for k, v in tree.items():

@@ -6,7 +6,8 @@
     cache.put(key, response)      # atomic: temp file in the same folder + os.replace
 
 A corrupt or foreign file is treated as a miss (and overwritten by the next put), never an error; a
-cache that cannot be written (read-only disk) is logged once and otherwise ignored.
+cache that cannot be written (read-only disk) is logged once and otherwise ignored. `root` may be a
+gs:// folder (etils.epath; object writes are atomic there).
 """
 
 from __future__ import annotations
@@ -30,16 +31,23 @@ def content_key(payload: Any) -> str:
 class ResponseCache:
 
     def __init__(self, root: str):
-        self.root = root
+        self.root = str(root)
+        self.remote = "://" in self.root
         self._warned = False
 
     def path(self, key: str) -> str:
+        if self.remote:
+            return f"{self.root.rstrip('/')}/{key[:2]}/{key}.json"
         return os.path.join(self.root, key[:2], f"{key}.json")
 
     def get(self, key: str) -> dict | None:
         try:
-            with open(self.path(key), encoding="utf-8") as f:
-                record = json.load(f)
+            if self.remote:
+                from etils import epath
+                record = json.loads(epath.Path(self.path(key)).read_text())
+            else:
+                with open(self.path(key), encoding="utf-8") as f:
+                    record = json.load(f)
         except FileNotFoundError:
             return None
         except (OSError, ValueError, UnicodeDecodeError) as e:
@@ -52,6 +60,15 @@ class ResponseCache:
 
     def put(self, key: str, value: dict) -> None:
         path = self.path(key)
+        if self.remote:
+            try:
+                from etils import epath
+                epath.Path(path).write_text(json.dumps({"key": key, "value": value}, ensure_ascii=False))
+            except (OSError, TypeError, ValueError) as e:
+                if not self._warned:
+                    log.warning("judge cache not written (%s): %s", path, e)
+                    self._warned = True
+            return
         tmp = None
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -126,7 +126,7 @@ class OpenAIJudge(Judge):
         self.max_repairs, self.max_tool_rounds = int(max_repairs), int(max_tool_rounds)
         self.backoff_base_s, self.backoff_max_s = float(backoff_base_s), float(backoff_max_s)
         self.preview_chars = int(preview_chars)
-        self.cache = ResponseCache(os.path.join(workdir, "judge_cache")) if cache and workdir else None
+        self.cache = ResponseCache(_join(workdir, "judge_cache")) if cache and workdir else None
         self._sleep, self._jitter = sleep, random.Random()
         self._lock = threading.Lock()
         self._step_calls = 0
@@ -305,3 +305,8 @@ class OpenAIJudge(Judge):
         return self._result(usage, reason, repairs,
                             rationale=f"no valid proposal within {self.max_tool_rounds + self.max_repairs} "
                                       f"model calls {detail}".strip())
+
+
+def _join(root: str, name: str) -> str:
+    """root/name for a local folder or a gs:// one."""
+    return f"{root.rstrip('/')}/{name}" if "://" in str(root) else os.path.join(root, name)

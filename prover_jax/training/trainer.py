@@ -25,6 +25,7 @@ it would have had; the next batch tries again, and MAX_SKIPS_IN_A_ROW skips in a
 from __future__ import annotations
 
 import json
+import os
 import time
 from typing import Any
 
@@ -36,7 +37,7 @@ from absl import logging
 from flax import nnx
 
 from prover_jax import distributed as dist
-from prover_jax.convert.orbax_io import load_checkpoint
+from prover_jax.convert.orbax_io import MODEL_DIR, load_checkpoint
 from prover_jax.credit import RolloutVerifier, make_credit
 from prover_jax.envs.pool import EnvPool
 from prover_jax.judges import make_judge
@@ -86,6 +87,7 @@ class Trainer:
         self.mesh = make_mesh(mesh_shape(c), devices=mesh_devices(c))
         self.tokenizer = self._tokenizer()
         model = self._model()
+        self._write_model_dir(model)
         self.graphdef, _ = nnx.split(model)
         self.optimizer = make_optimizer(c.optim)
         self.state = dist.globalize(init_train_state(model, self.optimizer), self.mesh)
@@ -168,6 +170,17 @@ class Trainer:
                              f"{cfg.vocab_size}")
         model = qwen3_5.Qwen3_5(cfg, rngs=nnx.Rngs(c.seed), dtype=dtype, param_dtype=pdtype)
         return qwen3_5.shard_model(model, self.mesh)
+
+    def _write_model_dir(self, model) -> None:
+        """W/model: config.json + tokenizer, so `prover-convert --ckpt=W` can export any checkpoint."""
+        if self.primary:
+            def write(folder):
+                os.makedirs(folder, exist_ok=True)
+                with open(os.path.join(folder, "config.json"), "w") as f:
+                    json.dump(model.config.to_hf_dict(), f, indent=2)
+                self.tokenizer.save_pretrained(folder)
+
+            save_folder(write, self.root / MODEL_DIR)
 
     def _engine(self, model) -> tuple[Engine, dist.WeightSync]:
         """This host's engine (the train mesh on one process, the local devices on several) and the

@@ -53,10 +53,12 @@ def test_dry_run_prints_the_whole_plan():
     assert "prover-v6e:prover_src.tgz --worker=all" in scp
     ssh = f"+ gcloud compute tpus tpu-vm ssh prover-v6e --worker=all {where} '--command="
     assert install.startswith(ssh) and train.startswith(ssh)
-    assert "pip install" in install and "-e ~/prover_jax" in install and "[alfworld]" in install
+    assert "pip install" in install and "-e ~/prover_jax" in install and "[gcs,alfworld]" in install
     assert "jax[tpu]" in install
-    assert (f"prover-train --config={CONFIG} --workdir=gs://bucket/run1 --config.train.steps=3"
-            in train)
+    # one prover-train per worker (--worker=all), the same flags, jax.distributed auto-detected
+    assert (f"PROVER_DISTRIBUTED=1 ~/prover_venv/bin/prover-train --config={CONFIG} --workdir=gs://bucket/run1 "
+            "--config.train.steps=3" in train)
+    assert "warning" not in out.stderr
     assert delete == f"+ gcloud compute tpus tpu-vm delete prover-v6e {where} --quiet"
     assert "tpu_run.sh: done; workdir: gs://bucket/run1" in out.stdout
 
@@ -66,7 +68,9 @@ def test_env_vars_and_optional_steps():
                                  "PROVER_WORKDIR": "/tmp/run 2", "PROVER_HF_MODEL": "Qwen/Qwen3.5-4B"})
     assert out.returncode == 0, out.stderr
     assert "tpu-vm create" not in out.stdout and "tpu-vm delete" not in out.stdout
-    assert "[alfworld]" not in out.stdout and "hf download Qwen/Qwen3.5-4B" in out.stdout
+    assert "alfworld]" not in out.stdout and "[gcs]" in out.stdout
+    assert "hf download Qwen/Qwen3.5-4B" in out.stdout
+    assert "is not gs://" in out.stderr
     # a workdir with a space reaches the remote shell as one word
     assert "--workdir='\\''/tmp/run 2'\\''" in out.stdout
 

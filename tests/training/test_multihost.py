@@ -155,6 +155,23 @@ def test_two_processes_train_checkpoint_and_export(pod_run):
     assert torch.isfinite(logits).all()
 
 
+def test_prover_convert_exports_the_multihost_checkpoint(pod_run, tmp_path):
+    """prover-convert --ckpt=WORKDIR restores the 2-process run's shards on one host: the same tensors
+    as the run's own --export_hf (taken after the last step, which is the last checkpoint)."""
+    from safetensors.numpy import load_file
+    out = str(tmp_path / "hf")
+    proc = subprocess.run([sys.executable, "-m", "prover_jax.convert.cli", f"--ckpt={pod_run['workdir']}",
+                           f"--out_hf={out}"], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    a = load_file(os.path.join(out, "model.safetensors"))
+    b = load_file(os.path.join(pod_run["hf"], "model.safetensors"))
+    assert sorted(a) == sorted(b)
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+    assert os.path.exists(os.path.join(out, "tokenizer.json"))
+
+
 def test_one_process_plays_the_same_tasks_with_the_same_loss(pod_run, policy, tmp_path):
     workdir = str(tmp_path / "one")
     assert launch(1, 8, flags(workdir, policy, 1), str(tmp_path / "logs")) == [0], \
