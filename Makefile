@@ -11,7 +11,7 @@ STAMP312 := $(VENV312)/.installed
 EXTRAS := test,alfworld
 # ALFWorld tests must run (not skip) wherever the suite runs. One worker per core, a file per worker
 # (module fixtures built once): most of the suite's time is single-threaded tracing and compiling.
-PYTEST := PROVER_REQUIRE_ALFWORLD=1 python -m pytest -q -ra --timeout=900 -n auto --dist loadfile tests
+PYTEST := PROVER_REQUIRE_ALFWORLD=1 python -m pytest -q -ra --durations=8 --timeout=900 -n auto --dist loadfile tests
 
 .PHONY: test test-py311 test-py312 demo install clean
 
