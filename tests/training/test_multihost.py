@@ -33,6 +33,15 @@ LAUNCH_TIMEOUT_S = 400
 CACHE_DIR = os.path.join(os.environ.get("PYTEST_CACHE_ROOT", "/tmp"), f"prover-jax-cache-{os.getpid()}")
 
 
+def pod_config():
+    """tests/training/pod_tiny.py's config (the file every launch reads)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("pod_tiny", CONFIG)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -95,17 +104,12 @@ def launch(n, devices_each, args, log_dir) -> list[int]:
 @pytest.fixture(scope="module")
 def policy(tmp_path_factory):
     """The SFT warm start of pod_tiny.py on one device, saved as a prover checkpoint."""
-    import importlib.util
-
     from flax import nnx
 
     from prover_jax.convert.orbax_io import save_checkpoint
     from prover_jax.training.trainer import Trainer
 
-    spec = importlib.util.spec_from_file_location("pod_tiny", CONFIG)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    c = module.get_config()
+    c = pod_config()
     c.mesh.fsdp = 1
     c.credit.method = "grpo"
     base = tmp_path_factory.mktemp("policy")
@@ -244,18 +248,13 @@ def corrupt(step_dir: str) -> int:
 
 def test_corrupt_latest_checkpoint_errors_then_resumes_from_previous(pod_run, policy, tmp_path):
     """A checkpoint written by the 2-process run, restored by one process on one device."""
-    import importlib.util
-
     from prover_jax.training.checkpoints import CorruptCheckpointError
     from prover_jax.training.trainer import Trainer
 
     workdir = str(tmp_path / "run")
     shutil.copytree(pod_run["workdir"], workdir)
     assert corrupt(os.path.join(workdir, "checkpoints", "2")) > 0
-    spec = importlib.util.spec_from_file_location("pod_tiny", CONFIG)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    c = module.get_config()
+    c = pod_config()
     c.mesh.fsdp = 1
     c.model.init, c.model.path, c.sft.steps = "checkpoint", policy, 0
     with pytest.raises(CorruptCheckpointError) as err:
