@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from prover_jax.sharding import MESH_AXES, named_sharding, place
+from prover_jax.sharding import MESH_AXES, fit_spec, named_sharding, place
 
 HOSTS = "hosts"
 
@@ -120,21 +120,6 @@ def _host_major(train_mesh: Mesh, tensor: int) -> Mesh:
     return Mesh(grid.reshape(len(by_process), 1, n_local // t, t), (HOSTS,) + MESH_AXES)
 
 
-def _fit(spec: P, shape, mesh: Mesh) -> P:
-    """`spec` with the mesh axes that do not divide their dimension on `mesh` dropped."""
-    out = []
-    for i, entry in enumerate(tuple(spec) + (None,) * (len(shape) - len(spec))):
-        axes = () if entry is None else ((entry,) if isinstance(entry, str) else tuple(entry))
-        kept, size = [], 1
-        for ax in axes:
-            n = mesh.shape.get(ax, 1)
-            if n > 1 and shape[i] % (size * n) == 0:
-                kept.append(ax)
-                size *= n
-        out.append(None if not kept else (kept[0] if len(kept) == 1 else tuple(kept)))
-    return P(*out)
-
-
 class WeightSync:
     """train params (global mesh, param dtype) -> the engine's params (each host's engine mesh, the
     engine dtype). On one process with the same dtype it is the identity (the engine reads the
@@ -151,7 +136,7 @@ class WeightSync:
         self.identity = engine is train_mesh and same_dtype
         if self.identity:
             return
-        specs = jax.tree.map(lambda x: _fit(x.sharding.spec, x.shape, engine), train_params)
+        specs = jax.tree.map(lambda x: fit_spec(x.sharding.spec, x.shape, engine), train_params)
         self._local = jax.tree.map(lambda s: NamedSharding(engine, s), specs, is_leaf=_is_spec)
         host_major = None if engine is train_mesh else _host_major(train_mesh, tensor)
         self._spread = None if host_major is None else jax.tree.map(

@@ -81,18 +81,31 @@ def logical_to_spec(axes: Sequence[str | None], mesh: Mesh, shape: Sequence[int]
         if name is not None and name not in table:
             raise KeyError(f"logical axis {name!r} has no rule in LOGICAL_RULES")
         target = None if name is None else table[name]
-        targets = () if target is None else ((target,) if isinstance(target, str) else target)
-        picked = []
-        size = 1
-        for ax in targets:
-            n = mesh.shape.get(ax, 1)
-            if ax in used or n == 1:
-                continue
-            if shape is not None and shape[i] % (size * n):
-                continue
-            picked.append(ax)
-            size *= n
+        picked = _fit_axes(target, None if shape is None else shape[i], mesh, used)
         used.update(picked)
+        out.append(None if not picked else (picked[0] if len(picked) == 1 else tuple(picked)))
+    return P(*out)
+
+
+def _fit_axes(target, dim: int | None, mesh: Mesh, used=()) -> list[str]:
+    """The mesh axes of `target` (a name, a tuple of names or None) that shard a dimension of size
+    `dim` on `mesh`: unused, of size > 1, and (given dim) dividing it together."""
+    targets = () if target is None else ((target,) if isinstance(target, str) else tuple(target))
+    picked, size = [], 1
+    for ax in targets:
+        n = mesh.shape.get(ax, 1)
+        if ax in used or n == 1 or (dim is not None and dim % (size * n)):
+            continue
+        picked.append(ax)
+        size *= n
+    return picked
+
+
+def fit_spec(spec: P, shape, mesh: Mesh) -> P:
+    """`spec` (e.g. another mesh's) on `mesh`: axes that do not divide their dimension there dropped."""
+    out = []
+    for i, entry in enumerate(tuple(spec) + (None,) * (len(shape) - len(spec))):
+        picked = _fit_axes(entry, shape[i], mesh)
         out.append(None if not picked else (picked[0] if len(picked) == 1 else tuple(picked)))
     return P(*out)
 

@@ -56,7 +56,7 @@ def save_folder(write: Callable[[str], object], dest: epath.Path) -> None:
         dest.mkdir(parents=True, exist_ok=True)
         for name in sorted(os.listdir(tmp)):
             if os.path.isfile(os.path.join(tmp, name)):
-                (dest / name).write_bytes(open(os.path.join(tmp, name), "rb").read())
+                copy_file(os.path.join(tmp, name), dest / name)
 
 
 def local_copy(src: epath.Path) -> str:
@@ -75,4 +75,5 @@ def copy_file(src: str, dest: epath.Path) -> None:
     if is_local(dest):
         shutil.copyfile(src, os.fspath(dest))
     else:
-        dest.write_bytes(open(src, "rb").read())
+        with open(src, "rb") as f:
+            dest.write_bytes(f.read())
