@@ -9,6 +9,9 @@ STAMP := $(VENV)/.installed
 VENV312 := .venv312
 STAMP312 := $(VENV312)/.installed
 EXTRAS := test,alfworld
+# The 3.11 lane also installs libtpu (the tpu extra, ~700 MB) and requires the TPU compile tests
+# (tests/aot) to run; the 3.12 lane skips them.
+STAMP_TPU := $(VENV)/.installed-tpu
 # ALFWorld tests must run (not skip) wherever the suite runs. One worker per core, a file per worker
 # (module fixtures built once): most of the suite's time is single-threaded tracing and compiling.
 PYTEST := PROVER_REQUIRE_ALFWORLD=1 python -m pytest -q -ra --durations=8 --timeout=900 -n auto --dist loadfile tests
@@ -23,6 +26,10 @@ $(STAMP): setup.py | $(BIN)/python
 	$(BIN)/pip install -q -e ".[$(EXTRAS)]"
 	touch $(STAMP)
 
+$(STAMP_TPU): $(STAMP)
+	$(BIN)/pip install -q -e ".[tpu]"
+	touch $(STAMP_TPU)
+
 $(VENV312)/bin/python:
 	@test -n "$(PY312)" || { echo "make test-py312: no Python 3.12 found (set PY312=/path/to/python3.12)"; exit 2; }
 	$(PY312) -m venv $(VENV312)
@@ -36,8 +43,8 @@ install: $(STAMP)
 
 test: test-py311 test-py312
 
-test-py311: $(STAMP)
-	PATH=$(CURDIR)/$(BIN):$$PATH $(PYTEST)
+test-py311: $(STAMP_TPU)
+	PATH=$(CURDIR)/$(BIN):$$PATH PROVER_REQUIRE_TPU_AOT=1 $(PYTEST)
 
 test-py312: $(STAMP312)
 	PATH=$(CURDIR)/$(VENV312)/bin:$$PATH $(PYTEST)

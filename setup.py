@@ -34,11 +34,15 @@ setup(
         # gs:// workdirs: etils.epath reads and writes gs:// through gcsfs (orbax's arrays go through
         # tensorstore, which speaks GCS itself)
         "gcs": ["gcsfs"],
+        # prover-aot: the TPU compiler (libtpu) at the installed jax's version, to compile for TPU
+        # slices on any host; also what a TPU VM needs to run
+        "tpu": ["jax[tpu]"],
         # the real ALFWorld engine (builds fast-downward and jericho from source: needs a C++ compiler)
         "alfworld": ["alfworld==0.4.2", "textworld==1.7.0"],
     },
     entry_points={
         "console_scripts": [
+            "prover-aot=prover_jax.aot.cli:main",
             "prover-convert=prover_jax.convert.cli:run",
             "prover-generate=prover_jax.sampling.cli:run",
             "prover-train=prover_jax.training.cli:run",

@@ -1,19 +1,15 @@
-"""Qwen3.5-2B on Search-R1 style QA over user data (GRPO + ProVer).
+"""Qwen3.5-2B on searchqa: kept for existing launch commands; the same as
+configs/qwen3_5.py:2B,searchqa[,SLICE].
 
-    prover-train --config=configs/qwen3_5_2b_searchqa.py[:POD] --workdir=gs://BUCKET/run
-
-POD: one of ARGS (layouts and the default in configs/_pod.py).
-Data on every worker: $SEARCHQA_QA (QA JSON/JSONL) and
-$SEARCHQA_CORPUS (JSONL passages, local BM25) or $SEARCHQA_RETRIEVER_URL (a Search-R1 retrieval server).
+    prover-train --config=configs/qwen3_5_2b_searchqa.py[:SLICE] --workdir=gs://BUCKET/run
 """
 
 import os
 import runpy
 
-_pod = runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_pod.py"))
-SIZE = "2B"
-ARGS = _pod["pods"](SIZE)  # accepted config-string arguments (accelerator types)
+_qwen = runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "qwen3_5.py"))
+ARGS = _qwen["slices"]("2B")  # accepted config-string arguments (TPU slices)
 
 
 def get_config(pod: str | None = None):
-    return _pod["make"](SIZE, "searchqa", pod)
+    return _qwen["make"]("2B", "searchqa", pod)

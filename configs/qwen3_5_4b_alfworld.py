@@ -1,18 +1,15 @@
-"""Qwen3.5-4B on ALFWorld, the real text engine (GRPO + ProVer).
+"""Qwen3.5-4B on alfworld: kept for existing launch commands; the same as
+configs/qwen3_5.py:4B,alfworld[,SLICE].
 
-    prover-train --config=configs/qwen3_5_4b_alfworld.py[:POD] --workdir=gs://BUCKET/run
-
-POD: one of ARGS (layouts and the default in configs/_pod.py).
-Data: $ALFWORLD_DATA (the downloaded ALFWorld data) on every worker.
+    prover-train --config=configs/qwen3_5_4b_alfworld.py[:SLICE] --workdir=gs://BUCKET/run
 """
 
 import os
 import runpy
 
-_pod = runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_pod.py"))
-SIZE = "4B"
-ARGS = _pod["pods"](SIZE)  # accepted config-string arguments (accelerator types)
+_qwen = runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "qwen3_5.py"))
+ARGS = _qwen["slices"]("4B")  # accepted config-string arguments (TPU slices)
 
 
 def get_config(pod: str | None = None):
-    return _pod["make"](SIZE, "alfworld", pod)
+    return _qwen["make"]("4B", "alfworld", pod)

@@ -1,19 +1,15 @@
-"""Qwen3.5-4B on WebShop, a user-supplied catalogue (GRPO + ProVer).
+"""Qwen3.5-4B on webshop: kept for existing launch commands; the same as
+configs/qwen3_5.py:4B,webshop[,SLICE].
 
-    prover-train --config=configs/qwen3_5_4b_webshop.py[:POD] --workdir=gs://BUCKET/run
-
-POD: one of ARGS (layouts and the default in configs/_pod.py).
-Data: $WEBSHOP_DATA (items_shuffle*.json, items_ins_v2*.json,
-items_human_ins.json) on every worker.
+    prover-train --config=configs/qwen3_5_4b_webshop.py[:SLICE] --workdir=gs://BUCKET/run
 """
 
 import os
 import runpy
 
-_pod = runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_pod.py"))
-SIZE = "4B"
-ARGS = _pod["pods"](SIZE)  # accepted config-string arguments (accelerator types)
+_qwen = runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "qwen3_5.py"))
+ARGS = _qwen["slices"]("4B")  # accepted config-string arguments (TPU slices)
 
 
 def get_config(pod: str | None = None):
-    return _pod["make"](SIZE, "webshop", pod)
+    return _qwen["make"]("4B", "webshop", pod)

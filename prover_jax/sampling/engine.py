@@ -181,7 +181,7 @@ class Engine:
             return None
         mesh = self._mesh
         abstract = jax.eval_shape(self._init_state_impl)
-        axes = DecodeState(cache=cache_axes(self.config), tokens_S=("cache_batch",),
+        axes = DecodeState(cache=cache_axes(self.config, mesh.shape.get("tensor", 1)), tokens_S=("cache_batch",),
                            rng_Sx2=("cache_batch", None), temperature_S=("cache_batch",),
                            top_k_S=("cache_batch",), top_p_S=("cache_batch",), active_S=("cache_batch",))
         return jax.tree.map(lambda ax, a: named_sharding(ax, mesh, a.shape), axes, abstract,

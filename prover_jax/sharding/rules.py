@@ -36,6 +36,7 @@ LOGICAL_RULES: tuple[tuple[str, str | tuple[str, ...] | None], ...] = (
     ("norm", None),
     # decode caches
     ("cache_batch", ("data", "fsdp")),
+    ("cache_slots", ("data", "fsdp", "tensor")),  # KV caches whose heads do not split over tensor
     ("cache_length", None),
     ("cache_heads", "tensor"),
 )

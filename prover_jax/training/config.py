@@ -39,6 +39,10 @@ def default_config() -> ml_collections.ConfigDict:
     c.model.size = "demo"  # key of models.qwen3_5.CONFIGS for init=random
     c.model.param_dtype = "float32"  # storage dtype of the trained weights
     c.model.dtype = "float32"  # compute dtype (bfloat16 on TPU)
+    c.model.scan_layers = False  # True: lax.scan over the repeating layer block (compile time flat in depth)
+    c.model.attention = "auto"  # full attention in training: dense | splash (Pallas TPU) | auto (splash on TPU)
+    c.model.gdn_chunk = 0  # delta-rule chunk length; 0 = the backend's (CPU 16, TPU/GPU 64)
+    c.model.gdn_matmul_dtype = "auto"  # delta-rule matmul inputs: float32 | bfloat16 | auto (bf16 off CPU)
 
     # Tokenizer: the checkpoint's (hf / checkpoint), else trained on the env's text.
     c.tokenizer = ml_collections.ConfigDict()
@@ -91,6 +95,7 @@ def default_config() -> ml_collections.ConfigDict:
     c.train.micro_batch_size = 8  # sequences per gradient-accumulation micro-batch
     c.train.length_multiple = 128  # batch length padded to a multiple of this: fewer shapes to compile
     c.train.logprob_chunk = 0  # >0: log-probs computed in chunks of this many positions (large vocab)
+    c.train.remat = "none"  # activations recomputed in the backward pass, per layer block: none | full | dots
     c.train.checkpoint_every = 10
     c.train.keep_checkpoints = 2
     c.train.on_corrupt_checkpoint = "error"  # newest checkpoint unreadable: error | previous (warn, resume older)

@@ -13,25 +13,16 @@ import sys
 import tempfile
 import time
 
-from absl import logging
 
 
 def train(config, workdir: str, export_hf: str | None = None, eval_only: bool = False,
           progress: bool = True) -> dict:
     """Runs (or resumes) the whole job; returns the summary dict."""
     from prover_jax import distributed as dist
-    from prover_jax.training.memory import estimate, format_table
-    from prover_jax.training.trainer import Trainer, mesh_devices
+    from prover_jax.training.trainer import Trainer
     from prover_jax.training.workdir import read_lines, workdir_path
 
     dist.initialize()  # TPU pods: auto-detected; no-op on one host or when already initialised
-    try:
-        import jax
-        kind = config.get("accelerator") or jax.devices()[0].device_kind
-        n = len(mesh_devices(config)) if not config.get("accelerator") else None
-        logging.info("memory per device:\n%s", format_table(estimate(config, num_devices=n, device_kind=kind)))
-    except Exception as e:  # the estimate is advisory; never block a run on it
-        logging.warning("memory estimate unavailable: %s", e)
     t_start = time.perf_counter()
     trainer = Trainer(config, workdir)
     primary = trainer.primary

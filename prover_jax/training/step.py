@@ -167,17 +167,23 @@ def make_train_step(graphdef, loss_cfg, optimizer: optax.GradientTransformation,
         s = getattr(x, "sharding", None)
         return s if isinstance(s, NamedSharding) and s.mesh == mesh else replicated
 
-    def train_step(state: TrainState, batch):
+    def jitted(state: TrainState):
+        """The jitted step for states laid out like `state` (arrays or ShapeDtypeStructs with
+        shardings): `jitted(state).lower(state, batch)` compiles it ahead of time."""
         key = jax.tree.structure(state)
         if key not in cache:
             state_sh = jax.tree.map(placed, state)
             fn = lambda s, b: step_fn(s, b, grad_shardings=state_sh.params)  # noqa: E731
             cache[key] = jax.jit(fn, out_shardings=(state_sh, replicated), donate_argnums=0)
+        return cache[key]
+
+    def train_step(state: TrainState, batch):
         batch = {k: v if isinstance(v, jax.Array) and not v.sharding.is_fully_addressable else
                  jax.device_put(v, named_sharding((None, "batch") + (None,) * (v.ndim - 2), mesh, v.shape))
                  for k, v in batch.items()}
-        return cache[key](state, batch)
+        return jitted(state)(state, batch)
 
+    train_step.jitted = jitted
     return train_step
 
 

@@ -60,6 +60,16 @@ REPORTED_CREDIT_METRICS = ("prover/eligible_groups", "prover/proposals", "prover
                            "judge/calls", "judge/cost_usd", "time/judge_s", "time/verify_s")
 
 
+def model_runtime(config, mesh) -> qwen3_5.Runtime:
+    """How the policy's uncached forward runs (model.scan_layers / attention / gdn_*, train.remat),
+    "auto" resolved for the platform of `mesh`'s devices."""
+    m = config.model
+    dtype = m.gdn_matmul_dtype
+    return qwen3_5.resolve_runtime(mesh.devices.flat[0].platform, scan_layers=m.scan_layers,
+                                   remat=config.train.remat, attention=m.attention, gdn_chunk=m.gdn_chunk,
+                                   gdn_matmul_dtype=None if dtype == "float32" else dtype)
+
+
 def mesh_shape(config) -> tuple[int, int, int]:
     return (config.mesh.data, config.mesh.fsdp, config.mesh.tensor)
 
@@ -87,6 +97,7 @@ class Trainer:
         self.mesh = make_mesh(mesh_shape(c), devices=mesh_devices(c))
         self.tokenizer = self._tokenizer()
         model = self._model()
+        model.runtime = model_runtime(c, self.mesh)
         self._write_model_dir(model)
         self.graphdef, _ = nnx.split(model)
         self.optimizer = make_optimizer(c.optim)

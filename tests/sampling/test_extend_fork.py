@@ -5,6 +5,7 @@ import jax
 import numpy as np
 import pytest
 from flax import nnx
+from jax.sharding import PartitionSpec as P
 
 from prover_jax import sharding
 from prover_jax.models import qwen3_5
@@ -169,14 +170,19 @@ def test_bad_input_keeps_driver_usable(engine):
                                                                         max_new_tokens=3).tokens
 
 
-def test_sharded_decode_state():
-    """Slots over data x fsdp, cache heads over tensor: same tokens as one device."""
-    mesh = sharding.make_mesh((2, 2, 2))
-    engine = Engine(make_model(mesh=mesh), max_concurrent_decodes=4, max_prefill_length=16,
+@pytest.mark.parametrize("shape,slots,kv_spec", [
+    ((2, 2, 2), 4, P(("data", "fsdp"), None, "tensor", None)),  # kv heads (2) over tensor
+    ((1, 2, 4), 8, P(("fsdp", "tensor"), None, None, None)),  # 2 kv heads cannot split 4 ways: slots do
+], ids=["heads-over-tensor", "slots-over-tensor"])
+def test_sharded_decode_state(shape, slots, kv_spec):
+    """Slots over data x fsdp, cache heads over tensor (or slots, where the heads do not divide it):
+    same tokens as one device, and the KV cache is never copied onto every tensor shard."""
+    mesh = sharding.make_mesh(shape)
+    engine = Engine(make_model(mesh=mesh), max_concurrent_decodes=slots, max_prefill_length=16,
                     max_target_length=MAX_LEN)
     state = engine.init_decode_state()
     kv = next(layer for layer in state.cache.layers if hasattr(layer, "k")).k
-    assert len(kv.sharding.device_set) == 8
+    assert len(kv.sharding.device_set) == 8 and kv.sharding.spec == kv_spec
     reqs = [Request(prompt(4 + 3 * i, 30 + i), HOT if i % 2 else SamplingParams(), max_new_tokens=5,
                     seed=i) for i in range(5)]
     ref_engine = Engine(make_model(), max_concurrent_decodes=4, max_prefill_length=16,

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
+from prover_jax.aot.flops import equations
 from prover_jax.models import qwen3_5
 from prover_jax.training.loss import AGGREGATIONS, aggregate, grpo_loss, token_logprobs
 
@@ -230,17 +231,6 @@ def test_token_logprobs_chunked_equals_full_forward(model):
         np.testing.assert_allclose(a, b, atol=1e-5, rtol=1e-5)
 
 
-def sub_jaxprs(params: dict):
-    """The jaxprs nested in an equation's params (scan/cond/pjit bodies); works on jax 0.10 and 0.12,
-    where jax.core.jaxprs_in_params is gone."""
-    for value in params.values():
-        for x in value if isinstance(value, (tuple, list)) else (value,):
-            if hasattr(x, "eqns"):
-                yield x
-            elif hasattr(getattr(x, "jaxpr", None), "eqns"):
-                yield x.jaxpr
-
-
 def test_chunked_logprobs_never_hold_full_logits(model):
     tokens = jnp.zeros((2, 13), jnp.int32)
     valid = jnp.ones((2, 13), bool)
@@ -250,15 +240,9 @@ def test_chunked_logprobs_never_hold_full_logits(model):
         return token_logprobs(nnx.merge(graphdef, p), tokens, valid, chunk=chunk)[0].sum()
 
     def logit_shapes(chunk):
-        jaxpr = jax.make_jaxpr(jax.grad(lambda p: loss(p, chunk)))(params).jaxpr
-        shapes, todo = set(), [jaxpr]
-        while todo:
-            j = todo.pop()
-            for eqn in j.eqns:
-                shapes |= {tuple(v.aval.shape) for v in eqn.outvars
-                           if len(v.aval.shape) == 3 and v.aval.shape[-1] == CFG.vocab_size}
-                todo.extend(sub_jaxprs(eqn.params))
-        return shapes
+        jaxpr = jax.make_jaxpr(jax.grad(lambda p: loss(p, chunk)))(params)
+        return {tuple(v.aval.shape) for eqn in equations(jaxpr) for v in eqn.outvars
+                if len(v.aval.shape) == 3 and v.aval.shape[-1] == CFG.vocab_size}
 
     assert (2, 12, CFG.vocab_size) in logit_shapes(None)
     assert logit_shapes(4) == {(2, 4, CFG.vocab_size)}

@@ -9,11 +9,11 @@ Public API:
 
 from prover_jax.models.qwen3_5 import delta_rule
 from prover_jax.models.qwen3_5.config import CONFIGS, FULL, LINEAR, Qwen3_5Config, layer_pattern
-from prover_jax.models.qwen3_5.model import Cache, Qwen3_5, cache_axes, init_cache
+from prover_jax.models.qwen3_5.model import Cache, Qwen3_5, Runtime, cache_axes, init_cache, resolve_runtime
 from prover_jax.models.qwen3_5.params import (HFSource, abstract_model, export_tensors, load_hf,
                                               param_shardings, save_hf, shard_model)
 
 __all__ = ["CONFIGS", "FULL", "LINEAR", "Cache", "HFSource", "Qwen3_5", "Qwen3_5Config",
            "abstract_model", "cache_axes", "delta_rule", "export_tensors", "init_cache", "layer_pattern",
-           "load_hf", "param_shardings", "save_hf",
+           "load_hf", "param_shardings", "resolve_runtime", "Runtime", "save_hf",
            "shard_model"]

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 from flax import nnx
 from jax import lax
 
-from prover_jax.models.qwen3_5 import delta_rule
+from prover_jax.models.qwen3_5 import delta_rule, flash
 from prover_jax.models.qwen3_5.config import Qwen3_5Config
 
 Array = jax.Array
@@ -110,9 +110,11 @@ class Attention(nnx.Module):
         self.cfg = cfg
 
     def __call__(self, x_BxTxD, positions_BxT, key_valid_BxS, cache: KVCache | None = None,
-                 write_pos_B: Array | None = None):
+                 write_pos_B: Array | None = None, impl: str = "dense", mesh=None):
         """Without cache, keys are this call's tokens and key_valid_BxS is [B, T]. With a cache, this
-        call's keys are written at write_pos_B.. and key_valid_BxS masks the whole cache [B, S]."""
+        call's keys are written at write_pos_B.. and key_valid_BxS masks the whole cache [B, S].
+        impl="splash" (no cache; positions 0..T-1) runs the Pallas kernel of `flash` instead of the
+        dense einsum: no [B, H, T, T] scores in memory (interpreted off TPU: slow, for tests)."""
         cfg = self.cfg
         B, T, _ = x_BxTxD.shape
         H, Hkv, hd = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
@@ -130,6 +132,10 @@ class Attention(nnx.Module):
         else:
             k_all, v_all = k, v
             key_pos = positions_BxT
+        if impl == "splash" and cache is None:
+            out = flash.attention(q, k_all, v_all, key_valid_BxS, impl="splash", mesh=mesh,
+                                  interpret=_platform(mesh) != "tpu").reshape(B, T, H * hd)
+            return self.o_proj(out * jax.nn.sigmoid(gate)), cache
         # causal in absolute positions, and only valid keys.
         mask = (key_pos[:, None, :] <= positions_BxT[:, :, None]) & key_valid_BxS[:, None, :]
         if cache is not None and T == 1 and Hkv <= _ONE_QUERY_MAX_KV_HEADS:
@@ -144,6 +150,10 @@ class Attention(nnx.Module):
             out = jnp.einsum("bkgts,bskd->btkgd", probs, v_all.astype(q.dtype)).reshape(B, T, H * hd)
         out = out * jax.nn.sigmoid(gate)
         return self.o_proj(out), cache
+
+
+def _platform(mesh) -> str:
+    return mesh.devices.flat[0].platform if mesh is not None else jax.default_backend()
 
 
 # The one-query path multiplies the attention flops by Hkv (zero blocks); past this it may stop paying.
@@ -215,7 +225,7 @@ class GatedDeltaNet(nnx.Module):
         self.dtype = dtype
 
     def __call__(self, x_BxTxD, valid_BxT, cache: GDNCache | None = None, valid_len_B=None,
-                 chunk_size: int = GDN_CHUNK):
+                 chunk_size: int = GDN_CHUNK, matmul_dtype: str | None = None):
         """valid_BxT: which positions are real tokens. Padding leaves the state untouched (beta = g = 0)
         and, without a cache, is zeroed at the input as in the reference implementation."""
         cfg = self.cfg
@@ -252,7 +262,8 @@ class GatedDeltaNet(nnx.Module):
             o, state = delta_rule.step(q[:, 0], k[:, 0], v[:, 0], g[:, 0], beta[:, 0], state)
             o = o[:, None]
         else:
-            o, state = delta_rule.chunked(q, k, v, g, beta, state, chunk_size=chunk_size)
+            o, state = delta_rule.chunked(q, k, v, g, beta, state, chunk_size=chunk_size,
+                                          matmul_dtype=matmul_dtype and jnp.dtype(matmul_dtype))
         new_cache = None
         if cache is not None:
             # last K-1 valid pre-conv columns: padded rows [len, len + K - 1).

@@ -8,9 +8,19 @@ Two call modes:
     model(tokens_BxT, cache=cache, valid_len_B=None) -> (logits, cache)
 The cached mode appends the first valid_len_B[b] tokens of row b (right padding ignored) at position
 cache.pos[b]; prefill of T tokens followed by N one-token steps equals one forward over T + N tokens.
+
+How the uncached forward runs (training, scoring) is set by `model.runtime` (a `Runtime`, part of the
+graph, so a jitted step sees it as static): `scan_layers` runs ONE traced copy of the repeating block
+(e.g. 3 Gated DeltaNet + 1 full attention layer) under `lax.scan` over the blocks' stacked weights, so
+compile time does not grow with depth; `remat` recomputes each block's activations in the backward
+pass (none | full | dots: matmul outputs without batch dimensions are kept); `attention` picks the
+full-attention kernel (dense einsum | splash, a Pallas TPU kernel); `gdn_chunk` / `gdn_matmul_dtype`
+the delta rule's chunk length and matmul input dtype. All are the same function up to float rounding.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import flax.struct
 import jax
@@ -24,6 +34,57 @@ from prover_jax.models.qwen3_5.layers import (MLP, Attention, GatedDeltaNet, GDN
 from prover_jax.sharding import constrain
 
 ACT = ("batch", "length", "act_embed")
+REMAT = ("none", "full", "dots")
+ATTENTION = ("dense", "splash")
+
+
+@dataclasses.dataclass(frozen=True)
+class Runtime:
+    """How the uncached forward is computed (see the module docstring); `resolve` fills "auto"."""
+
+    scan_layers: bool = False
+    remat: str = "none"  # none | full | dots
+    attention: str = "dense"  # dense | splash
+    gdn_chunk: int = 16
+    gdn_matmul_dtype: str | None = None  # None: fp32 (HIGHEST); "bfloat16": bf16 inputs, fp32 accumulation
+
+    def __post_init__(self):
+        if self.remat not in REMAT:
+            raise ValueError(f"remat must be one of {REMAT}, got {self.remat!r}")
+        if self.attention not in ATTENTION:
+            raise ValueError(f"attention must be one of {ATTENTION}, got {self.attention!r}")
+
+
+def resolve_runtime(platform: str, *, scan_layers=False, remat="none", attention="auto",
+                    gdn_chunk=0, gdn_matmul_dtype="auto") -> Runtime:
+    """A Runtime for `platform` (cpu | tpu | gpu): "auto" / 0 take the backend's defaults (TPU: splash
+    attention, delta-rule chunk 64 with bf16 matmul inputs; CPU: dense, chunk 16, fp32)."""
+    from prover_jax.models.qwen3_5.delta_rule import backend_defaults
+    gdn = backend_defaults(platform)
+    if attention == "auto":
+        attention = "splash" if platform == "tpu" else "dense"
+    if gdn_matmul_dtype == "auto":
+        gdn_matmul_dtype = gdn["matmul_dtype"]
+    return Runtime(scan_layers=bool(scan_layers), remat=remat, attention=attention,
+                   gdn_chunk=int(gdn_chunk) or gdn["chunk_size"],
+                   gdn_matmul_dtype=jnp.dtype(gdn_matmul_dtype).name if gdn_matmul_dtype else None)
+
+
+def _remat(fn, remat: str):
+    if remat == "none":
+        return fn
+    policy = (jax.checkpoint_policies.dots_with_no_batch_dims_saveable if remat == "dots"
+              else jax.checkpoint_policies.nothing_saveable)
+    return jax.checkpoint(fn, policy=policy)
+
+
+def block_period(layer_types) -> int:
+    """Length of the shortest block whose repetition gives `layer_types` (the scan unit)."""
+    n = len(layer_types)
+    for p in range(1, n + 1):
+        if n % p == 0 and tuple(layer_types[:p]) * (n // p) == tuple(layer_types):
+            return p
+    return n
 
 
 @flax.struct.dataclass
@@ -47,12 +108,15 @@ class Cache:
         return None
 
 
-def cache_axes(cfg: Qwen3_5Config) -> Cache:
-    """Logical axis names of every cache array (same structure as `init_cache`)."""
+def cache_axes(cfg: Qwen3_5Config, tensor: int = 1) -> Cache:
+    """Logical axis names of every cache array (same structure as `init_cache`). When the KV heads
+    do not split over a `tensor` axis of that size, the KV caches split their slots over it instead
+    ("cache_slots": data, fsdp and tensor) rather than being copied onto every tensor shard."""
+    kv_slots = "cache_batch" if cfg.num_key_value_heads % max(tensor, 1) == 0 else "cache_slots"
     layers = []
     for kind in cfg.layer_types:
         if kind == FULL:
-            ax = ("cache_batch", "cache_length", "cache_heads", "head_dim")
+            ax = (kv_slots, "cache_length", "cache_heads", "head_dim")
             layers.append(KVCache(ax, ax))
         else:
             layers.append(GDNCache(("cache_batch", None, "qkv"), ("cache_batch", "cache_heads", None, None)))
@@ -86,12 +150,15 @@ class DecoderLayer(nnx.Module):
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, param_dtype=param_dtype)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, param_dtype=param_dtype)
 
-    def __call__(self, h, *, positions, valid, key_valid, cache, write_pos, valid_len):
+    def __call__(self, h, *, positions, valid, key_valid, cache, write_pos, valid_len,
+                 runtime: Runtime = Runtime(), mesh=None):
         x = self.input_layernorm(h)
         if self.kind == FULL:
-            y, cache = self.self_attn(x, positions, key_valid, cache, write_pos)
+            y, cache = self.self_attn(x, positions, key_valid, cache, write_pos,
+                                      impl=runtime.attention if cache is None else "dense", mesh=mesh)
         else:
-            y, cache = self.linear_attn(x, valid, cache, valid_len)
+            y, cache = self.linear_attn(x, valid, cache, valid_len, chunk_size=runtime.gdn_chunk,
+                                        matmul_dtype=runtime.gdn_matmul_dtype)
         h = h + y
         h = h + self.mlp(self.post_attention_layernorm(h))
         return h, cache
@@ -106,6 +173,7 @@ class Qwen3_5(nnx.Module):
         self.config = cfg
         self.dtype = dtype
         self.mesh = mesh
+        self.runtime = Runtime()
         self.embed_tokens = _param(rngs, _normal(), (cfg.vocab_size, cfg.hidden_size), param_dtype,
                                    ("vocab", "embed"))
         self.layers = nnx.List([DecoderLayer(cfg, kind, **kw) for kind in cfg.layer_types])
@@ -133,17 +201,47 @@ class Qwen3_5(nnx.Module):
             key_valid, write_pos = valid, None
         h = self.embed_tokens[...].astype(self.dtype)[tokens_BxT]
         h = constrain(h, ACT, self.mesh)
+        if cache is None:
+            return self.norm(self._uncached_layers(h, positions, valid))
         new_layers = []
         for i, layer in enumerate(self.layers):
-            h, c = layer(h, positions=positions, valid=valid, key_valid=key_valid,
-                         cache=None if cache is None else cache.layers[i], write_pos=write_pos,
-                         valid_len=valid_len_B)
+            h, c = layer(h, positions=positions, valid=valid, key_valid=key_valid, cache=cache.layers[i],
+                         write_pos=write_pos, valid_len=valid_len_B)
             h = constrain(h, ACT, self.mesh)
             new_layers.append(c)
-        h = self.norm(h)
-        if cache is None:
+        return self.norm(h), Cache(layers=tuple(new_layers), pos=cache.pos + valid_len_B)
+
+    def _uncached_layers(self, h, positions, valid):
+        """All layers without a cache, per `self.runtime`: unrolled, or one block under lax.scan over
+        the blocks' stacked weights (matrices stacked in the compute dtype they are used in); each
+        block (each layer when unrolled) rematerialised per `runtime.remat`."""
+        rt = self.runtime
+        kinds = self.config.layer_types
+        p = block_period(kinds) if rt.scan_layers else 1
+        n_blocks = len(kinds) // p
+
+        def block_fn(graphdefs):
+            def run(h, states):
+                for gd, st in zip(graphdefs, states):
+                    h, _ = nnx.merge(gd, st)(h, positions=positions, valid=valid, key_valid=valid,
+                                            cache=None, write_pos=None, valid_len=None, runtime=rt,
+                                            mesh=self.mesh)
+                    h = constrain(h, ACT, self.mesh)
+                return h
+            return _remat(run, rt.remat)
+
+        split = [nnx.split(layer) for layer in self.layers]
+        if not rt.scan_layers or n_blocks == 1:
+            for i in range(0, len(kinds), p):
+                h = block_fn([g for g, _ in split[i:i + p]])(h, [s for _, s in split[i:i + p]])
             return h
-        return h, Cache(layers=tuple(new_layers), pos=cache.pos + valid_len_B)
+        graphdefs = [split[j][0] for j in range(p)]
+        cast = lambda x: x.astype(self.dtype) if x.ndim >= 2 else x  # noqa: E731
+        stacked = [jax.tree.map(lambda *xs: jnp.stack([cast(x) for x in xs]),
+                                *[split[b * p + j][1] for b in range(n_blocks)]) for j in range(p)]
+        body = block_fn(graphdefs)
+        h, _ = jax.lax.scan(lambda h, states: (body(h, states), None), h, stacked)
+        return h
 
     def logits(self, h_BxTxD):
         """fp32 logits of hidden states."""

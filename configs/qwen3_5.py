@@ -1,0 +1,104 @@
+"""Qwen3.5 on a TPU slice with the paper's RL setup (GRPO + ProVer), one file for every
+(size, benchmark, slice):
+
+    prover-train --config=configs/qwen3_5.py:2B,alfworld,v6e-8 --workdir=gs://BUCKET/run
+    prover-aot   --config=configs/qwen3_5.py:4B,webshop,v5p-16       # compiled memory and time
+
+Argument: SIZE[,BENCHMARK[,SLICE]]; BENCHMARK alfworld (default) | webshop | searchqa; SLICE one of the
+size's LAYOUTS (default: the first). Layouts were chosen with `prover-aot` (figures in
+bench/RESULTS.md): FSDP over every chip, the layer block under lax.scan, each block rematerialised,
+splash attention, log-probs in chunks of 1024 positions, micro-batches of one 4096-token row per chip.
+Data paths come from environment variables on every worker (configs/README.md).
+"""
+
+from __future__ import annotations
+
+import os
+
+from prover_jax.training.config import default_config
+
+# (size, slice) -> layout. v6e-N = N chips; v5p-N = N/2 chips (N counts TensorCores).
+#   mesh (data, fsdp, tensor); micro = train.micro_batch_size; slots = engine slots per host;
+#   length = rollout.max_target_length; remat = train.remat.
+LAYOUTS = {
+    ("2B", "v6e-8"): dict(mesh=(1, 8, 1), micro=8, slots=64, length=4096, remat="full"),
+    ("2B", "v5p-8"): dict(mesh=(1, 4, 1), micro=8, slots=128, length=4096, remat="full"),
+    ("4B", "v5p-16"): dict(mesh=(1, 8, 1), micro=8, slots=128, length=4096, remat="full"),
+    ("4B", "v6e-16"): dict(mesh=(1, 16, 1), micro=16, slots=64, length=4096, remat="full"),
+    ("9B", "v5p-32"): dict(mesh=(1, 16, 1), micro=16, slots=128, length=4096, remat="full"),
+}
+
+
+def slices(size: str) -> tuple[str, ...]:
+    """The slices with a layout for `size`, the default first."""
+    return tuple(p for s, p in LAYOUTS if s == size)
+
+
+def _alfworld(c):
+    c.env.processes = True  # one engine per process: ALFWorld's planner keeps global state
+    c.env.kwargs.data_dir = os.environ.get("ALFWORLD_DATA", "")  # ALFWorld data ('' = the shipped tasks)
+    c.env.kwargs.split = "train"  # games under <data_dir>/json_2.1.1/train
+
+
+def _webshop(c):
+    c.env.kwargs.data_dir = os.environ.get("WEBSHOP_DATA", "")  # folder of WebShop's catalogue files
+
+
+def _searchqa(c):
+    c.env.kwargs.qa_path = os.environ.get("SEARCHQA_QA", "")  # questions + gold answers
+    url = os.environ.get("SEARCHQA_RETRIEVER_URL", "")
+    if url:
+        c.env.kwargs.retriever_url = url  # remote retrieval server (instead of a local corpus)
+    else:
+        c.env.kwargs.corpus_path = os.environ.get("SEARCHQA_CORPUS", "")  # passages for local BM25
+    c.env.kwargs.topk = 3  # passages returned per search
+
+
+# benchmark -> (env family, turn limit from the paper, data settings)
+BENCHMARKS = {"alfworld": ("alfworld", 50, _alfworld), "webshop": ("webshop", 15, _webshop),
+              "searchqa": ("searchqa_data", 30, _searchqa)}
+
+
+def make(size: str, benchmark: str = "alfworld", pod: str | None = None):
+    """default_config() with the paper's setup for Qwen3.5-`size` on `benchmark` on slice `pod`."""
+    if not slices(size):
+        raise ValueError(f"no layout for Qwen3.5-{size}; sizes: {sorted({s for s, _ in LAYOUTS})}")
+    if benchmark not in BENCHMARKS:
+        raise ValueError(f"unknown benchmark {benchmark!r}; expected one of {sorted(BENCHMARKS)}")
+    pod = pod or slices(size)[0]
+    if (size, pod) not in LAYOUTS:
+        raise ValueError(f"no layout for Qwen3.5-{size} on {pod!r}; choose one of {slices(size)}")
+    lay = LAYOUTS[size, pod]
+    family, turns, data = BENCHMARKS[benchmark]
+    c = default_config()
+    c.accelerator = pod  # TPU slice this layout is for (prover-aot's default topology)
+    c.env.name = family  # environment family
+    c.env.kwargs.max_turns = turns  # the family's episode limit (paper: ALFWorld 50, WebShop 15, SearchQA 30)
+    c.rollout.max_turns = turns  # the rollout loop's limit, the same
+    c.model.init = "hf"  # start from the released Qwen3.5 checkpoint
+    c.model.path = os.environ.get("QWEN_PATH", "")  # local HF folder on every worker ($QWEN_PATH)
+    c.model.size = size  # architecture for prover-aot when model.path is not readable here
+    c.model.param_dtype = "float32"  # fp32 master weights (the optimizer updates these)
+    c.model.dtype = "bfloat16"  # compute dtype on TPU
+    c.model.scan_layers = True  # one traced layer block under lax.scan: compile time flat in depth
+    c.mesh.data, c.mesh.fsdp, c.mesh.tensor = lay["mesh"]  # FSDP over every chip
+    c.rollout.groups_per_step = 16  # paper: 16 tasks per update ...
+    c.rollout.group_size = 8  # ... x 8 rollouts each
+    c.rollout.max_concurrent_decodes = lay["slots"]  # engine slots per host
+    c.rollout.max_target_length = lay["length"]  # tokens per episode; longer ones end as context_limit
+    c.train.steps = 100  # paper: 100 updates
+    c.train.micro_batch_size = lay["micro"]  # sequences per accumulation step (one per chip)
+    c.train.remat = lay["remat"]  # recompute each layer block's activations in the backward pass
+    c.train.logprob_chunk = 1024  # vocab projection (248k) over 1024 positions at a time
+    c.train.length_multiple = 1024  # a handful of compiled batch lengths per run (1k .. 4k)
+    c.credit.method = "prover"  # ProVer segment credit on top of GRPO
+    c.judge.name = "openai"  # the judge proposing pivotal segments ($OPENAI_API_KEY on every worker)
+    data(c)
+    return c
+
+
+def get_config(arg: str | None = None):
+    parts = [p.strip() for p in (arg or "2B").split(",")]
+    if len(parts) > 3:
+        raise ValueError(f"config argument {arg!r}: expected SIZE[,BENCHMARK[,SLICE]]")
+    return make(*parts)

@@ -1,0 +1,137 @@
+"""`prover-aot`: compile a config's programs for a TPU slice on this (CPU) host and report what the
+TPU compiler says about them, one JSON line per program.
+
+    prover-aot --config=configs/qwen3_5.py:2B,alfworld,v6e-8 [--fn=train_step,generate,prefill]
+               [--topology=v6e-8]      # default: config.accelerator
+
+Fields: per_device_gib = argument + output - aliased + temporary bytes per chip (memory_analysis);
+fits = per_device_gib <= hbm_gib; headroom = 1 - per_device / hbm. flops_per_device = the jaxpr's
+matmul flops (loops counted per iteration) / chips; xla_flops_per_device is the compiler's own count,
+which counts a loop body once (loop_factor = their ratio). bytes_accessed_per_device = HBM bytes read
+and written per chip, from the optimised HLO with while bodies times their trip counts (hlo_bytes;
+arrays the compiler keeps in VMEM left out); the compiler's own (loops once, VMEM included) beside it
+as xla_bytes_accessed_per_device. estimated_s = roofline max(flops / peak, bytes / HBM bandwidth) (`bound` says which);
+the compiler's optimal_seconds beside it only when positive. Pallas kernels (splash attention) give
+no flop count: their analytic flops are added (kernel_flops_per_device). estimated_mfu = model_flops (analytic
+6 N T + attention, per chip) / (estimated_s x peak). For generate, hbm_floor_s = argument bytes
+(weights + cache + state, all read once per step) / HBM bandwidth.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+
+
+def analyse(prog, compiled, chip, n_devices: int, compile_s: float, counted: dict) -> dict:
+    from prover_jax.aot.chips import GIB
+    from prover_jax.aot.hlo_bytes import bytes_accessed
+    mem = compiled.memory_analysis()
+    cost = compiled.cost_analysis()
+    cost = (cost[0] if isinstance(cost, (list, tuple)) else cost) or {}
+    per_device = (mem.argument_size_in_bytes + mem.output_size_in_bytes - mem.alias_size_in_bytes
+                  + mem.temp_size_in_bytes)
+    xla_flops = float(cost.get("flops", 0.0))
+    kernel = prog.kernel_flops if counted["pallas_calls"] and not counted["pallas_flops"] else 0.0
+    flops = (counted["flops"] + kernel) / n_devices
+    loop_factor = flops / xla_flops if xla_flops > 0 and flops > xla_flops else 1.0
+    hbm = bytes_accessed(compiled.as_text())
+    bytes_ = hbm["bytes"]
+    t_compute, t_memory = flops / chip.peak_flops, bytes_ / chip.hbm_bandwidth
+    est = max(t_compute, t_memory)
+    out = {
+        "fn": prog.fn, "mesh": dict(zip(prog.mesh.axis_names, map(int, prog.mesh.devices.shape))),
+        "per_device_gib": round(per_device / GIB, 3), "hbm_gib": round(chip.hbm_bytes / GIB, 1),
+        "fits": per_device <= chip.hbm_bytes, "headroom": round(1 - per_device / chip.hbm_bytes, 3),
+        "argument_gib": round(mem.argument_size_in_bytes / GIB, 3),
+        "temp_gib": round(mem.temp_size_in_bytes / GIB, 3),
+        "flops_per_device": flops, "xla_flops_per_device": xla_flops, "loop_factor": round(loop_factor, 2),
+        "while_loops_uncounted": counted["while_loops"],
+        "bytes_accessed_per_device": bytes_, "xla_bytes_accessed_per_device": float(cost.get("bytes accessed", 0.0)),
+        "unknown_trip_counts": hbm["unknown_trip_counts"],
+        "estimated_s": est, "bound": "compute" if t_compute >= t_memory else "memory",
+        "estimated_mfu": round(prog.model_flops / n_devices / (est * chip.peak_flops), 4) if est else None,
+        "model_flops_per_device": prog.model_flops / n_devices, "kernel_flops_per_device": kernel / n_devices,
+        "tokens_per_s_per_chip": round(prog.tokens / n_devices / est, 1) if est else None,
+        "compile_s": round(compile_s, 1),
+    }
+    opt = cost.get("optimal_seconds")
+    if opt is not None and opt > 0:
+        out["optimal_seconds"] = opt
+    if prog.fn == "generate":
+        out["hbm_floor_s"] = mem.argument_size_in_bytes / chip.hbm_bandwidth
+        out["vs_floor"] = round(est / out["hbm_floor_s"], 2) if out["hbm_floor_s"] else None
+    return out
+
+
+def run(config, topology: str, fns, hlo_dir: str = "") -> list[dict]:
+    """Compiles each program for `topology`; returns their report dicts (also on stdout as JSON).
+    With `hlo_dir`, each compiled program's HLO text is written there as FN.hlo.txt."""
+    from prover_jax.aot.chips import parse_slice, slice_devices
+    from prover_jax.aot.flops import count
+    from prover_jax.aot.programs import programs
+
+    s = parse_slice(topology)
+    devices = slice_devices(s)
+    rows = []
+    for prog in programs(config, devices, fns):
+        n = prog.mesh.devices.size
+        t0 = time.perf_counter()
+        traced = prog.jitted.trace(*prog.args)
+        counted = count(traced.jaxpr)
+        try:
+            compiled = traced.lower().compile()
+        except Exception as e:  # noqa: BLE001 - e.g. the compiler's own out-of-memory: report it
+            text = str(e).splitlines()[0][:500] if str(e) else ""
+            row = {"fn": prog.fn, "topology": s.name, "fits": False, "error": f"{type(e).__name__}: {text}",
+                   "compile_s": round(time.perf_counter() - t0, 1)}
+            oom = re.search(r"required for (.+?) \(([\d.]+)G\) exceeds available HBM \(([\d.]+)G\)", text)
+            if oom:  # the TPU compiler refuses programs over HBM and says by how much
+                row.update(what_exceeds=oom.group(1), required_gib=float(oom.group(2)),
+                           hbm_gib=float(oom.group(3)))
+        else:
+            if hlo_dir:
+                os.makedirs(hlo_dir, exist_ok=True)
+                with open(os.path.join(hlo_dir, f"{prog.fn}.hlo.txt"), "w") as f:
+                    f.write(compiled.as_text())
+            row = dict(fn=prog.fn, topology=s.name, **{k: v for k, v in analyse(
+                prog, compiled, s.chip, n, time.perf_counter() - t0, counted).items() if k != "fn"})
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
+
+
+def main(argv=None):
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")  # the TPU is only a compile target here
+    os.environ.setdefault("TPU_WORKER_HOSTNAMES", "localhost")  # no TPU VM metadata to probe
+    from absl import app, flags
+    from ml_collections import config_flags
+
+    flags.DEFINE_string("fn", ",".join(("train_step", "generate", "prefill")),
+                        "comma-separated: train_step, generate, prefill")
+    flags.DEFINE_string("topology", "", "TPU slice, e.g. v6e-8, v5p-16 (default: config.accelerator)")
+    flags.DEFINE_string("hlo_dir", "", "write each compiled program's HLO text to this folder")
+    config_flags.DEFINE_config_file("config", None, "a prover config file[:args]", lock_config=False)
+    FLAGS = flags.FLAGS
+
+    def _main(_):
+        config = FLAGS.config
+        if config is None:
+            raise app.UsageError("--config is required")
+        topology = FLAGS.topology or config.get("accelerator") or ""
+        if not topology:
+            raise app.UsageError("no --topology and the config sets no accelerator")
+        try:
+            run(config, topology, [f.strip() for f in FLAGS.fn.split(",") if f.strip()], FLAGS.hlo_dir)
+        except (ValueError, RuntimeError) as e:
+            print(f"prover-aot: {e}", file=sys.stderr)
+            sys.exit(2)
+
+    app.run(_main, argv=argv)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,203 @@
+"""Bytes accessed by a compiled program, loops counted per iteration, from its HLO text.
+
+XLA's `cost_analysis()["bytes accessed"]` counts a while loop's body once. This walks the optimised
+HLO the same way (each top-level instruction reads its operands and writes its output; a fusion is
+one instruction, reading only the slices of an operand it only slices and writing only the update of
+an in-place dynamic-update-slice; parameters, constants, tuples and bitcasts are free) but multiplies
+a while body by its trip count, read from the loop condition (`compare(counter, constant(N)), direction=LT`, the form
+XLA's loop passes leave; a counter starting elsewhere than 0 or another form counts as 1 trip and is
+reported in `unknown_trip_counts`). A conditional counts its costliest branch.
+
+    report = bytes_accessed(compiled.as_text())   # {"bytes": float, "loops": int, "unknown_trip_counts": int}
+
+Arrays the compiler placed in VMEM (memory space S(1)) are left out by default: the roofline divides
+by HBM bandwidth. Sizes are padded to the layout's tiles, as XLA:TPU stores them.
+"""
+
+from __future__ import annotations
+
+import re
+
+_DTYPE_BYTES = {"pred": 1, "s4": 0.5, "u4": 0.5, "s8": 1, "u8": 1, "f8e4m3fn": 1, "f8e5m2": 1, "bf16": 2,
+                "f16": 2, "s16": 2, "u16": 2, "f32": 4, "s32": 4, "u32": 4, "f64": 8, "s64": 8, "u64": 8,
+                "c64": 8, "c128": 16}
+_ARRAY = re.compile(r"\b([a-z]+[0-9]*[a-z0-9]*)\[([0-9,]*)\](\{[^}]*\})?")
+_HEADER = re.compile(r"^(?:ENTRY )?%(\S+) \(.*\) -> .*\{\s*$")
+_FREE = {"parameter", "constant", "get-tuple-element", "tuple", "bitcast", "after-all", "partition-id",
+         "replica-id", "opt-barrier"}
+
+
+def _type_bytes(text: str, hbm_only: bool = False) -> float:
+    """Bytes of the arrays in an HLO type, each padded to its layout's first tile (T(a,b) rounds the
+    two most-minor dimensions up to a, b), as the TPU stores them; hbm_only skips arrays placed in
+    on-chip memory (layout memory space S(1), VMEM)."""
+    total = 0.0
+    for dtype, dims, layout in _ARRAY.findall(text):
+        if dtype not in _DTYPE_BYTES or (hbm_only and "S(1)" in (layout or "")):
+            continue
+        shape = [int(d) for d in dims.split(",") if d]
+        m = re.match(r"\{([0-9,]*)(?::.*?T\(([0-9,]+)\))?", layout or "")
+        if m and m.group(2) and m.group(1):
+            minor_to_major = [int(x) for x in m.group(1).split(",")]
+            tile = [int(x) for x in m.group(2).split(",")]
+            for dim, t in zip(minor_to_major, reversed(tile)):
+                shape[dim] = -(-shape[dim] // t) * t
+        n = 1
+        for d in shape:
+            n *= d
+        total += n * _DTYPE_BYTES[dtype]
+    return total
+
+
+def _split_type(rest: str) -> tuple[str, str]:
+    """'TYPE opcode(...)...' -> (TYPE, 'opcode(...)...'); TYPE may be a parenthesised tuple."""
+    if rest.startswith("("):
+        depth = 0
+        for i, ch in enumerate(rest):
+            depth += ch == "("
+            depth -= ch == ")"
+            if depth == 0:
+                return rest[:i + 1], rest[i + 1:].lstrip()
+    i = rest.index(" ")
+    return rest[:i], rest[i + 1:]
+
+
+def _parse(text: str):
+    comps, current, entry = {}, None, None
+    for line in text.splitlines():
+        m = _HEADER.match(line)
+        if m:
+            current = comps.setdefault(m.group(1), [])
+            if line.startswith("ENTRY"):
+                entry = m.group(1)
+            continue
+        if line.rstrip() == "}":  # (attribute text may span lines and start with "}}")
+            current = None
+            continue
+        if current is None:
+            continue
+        s = line.strip()
+        if s.startswith("ROOT "):
+            s = s[5:]
+        if not s.startswith("%") or " = " not in s:
+            continue
+        name, rest = s[1:].split(" = ", 1)
+        typ, rest = _split_type(rest)
+        op = rest.split("(", 1)[0]
+        # operands: up to the matching close paren of the opcode's argument list
+        depth, args = 0, ""
+        for i, ch in enumerate(rest[len(op):]):
+            depth += ch == "("
+            depth -= ch == ")"
+            if depth == 0:
+                args = rest[len(op) + 1:len(op) + i]
+                attrs = rest[len(op) + i + 1:]
+                break
+        else:
+            attrs = ""
+        operands = re.findall(r"%([\w.\-]+)", args)
+        called = dict(re.findall(r"\b(body|condition|calls|to_apply)=%([\w.\-]+)", attrs))
+        branches = re.findall(r"%([\w.\-]+)", attrs.split("branch_computations={", 1)[1].split("}", 1)[0]) \
+            if "branch_computations={" in attrs else []
+        current.append(dict(name=name, type=typ, op=op, operands=operands, called=called, branches=branches,
+                            line=s, root=line.strip().startswith("ROOT ")))
+    return comps, entry
+
+
+def _trip_count(cond: list[dict]) -> int | None:
+    consts = {}
+    for ins in cond:
+        m = re.search(r"constant\((-?\d+)\)", ins["line"])
+        if ins["op"] == "constant" and m and ins["type"].startswith(("s32[]", "s64[]", "u32[]")):
+            consts[ins["name"]] = int(m.group(1))
+    for ins in cond:
+        if ins["op"] == "compare" and "direction=LT" in ins["line"]:
+            for o in ins["operands"]:
+                if o in consts:
+                    return consts[o]
+    return None
+
+
+_SLICING = {"slice", "dynamic-slice", "gather"}
+
+
+def _fusion_bytes(ins: dict, fused: list[dict], types: dict, hbm_only: bool) -> float:
+    """A fusion reads its operands and writes its output, except: an operand used only through
+    slices reads just the slices, and an in-place dynamic-update-slice root writes just its update."""
+    params = {}
+    for f in fused:
+        m = re.search(r"parameter\((\d+)\)", f["line"]) if f["op"] == "parameter" else None
+        if m:
+            params[int(m.group(1))] = f["name"]
+    users: dict[str, list[dict]] = {}
+    for f in fused:
+        for o in f["operands"]:
+            users.setdefault(o, []).append(f)
+    root = next((f for f in fused if f["root"]), None)
+    in_place = root is not None and root["op"] == "dynamic-update-slice" and root["operands"]
+    ftypes = {f["name"]: f["type"] for f in fused}
+    total = 0.0
+    if in_place:
+        total += _type_bytes(ftypes.get(root["operands"][1], ""), hbm_only) if len(root["operands"]) > 1 else 0.0
+    else:
+        total += _type_bytes(ins["type"], hbm_only)
+    for i, o in enumerate(ins["operands"]):
+        pname = params.get(i)
+        if in_place and pname == root["operands"][0]:
+            continue  # the buffer updated in place: neither read nor written whole
+        us = users.get(pname, [])
+        if pname is not None and us and all(u["op"] in _SLICING and u["operands"][0] == pname for u in us):
+            total += sum(_type_bytes(u["type"], hbm_only) for u in us) if "S(1)" not in types.get(o, "") or \
+                not hbm_only else 0.0
+        else:
+            total += _type_bytes(types.get(o, ""), hbm_only)
+    return total
+
+
+def bytes_accessed(text: str, hbm_only: bool = True) -> dict:
+    """{"bytes", "loops", "unknown_trip_counts"} of a compiled program's HLO text (per device);
+    hbm_only (default) leaves out arrays the compiler placed in VMEM."""
+    comps, entry = _parse(text)
+    stats = {"loops": 0, "unknown_trip_counts": 0}
+    memo: dict[str, float] = {}
+
+    def cost(comp: str) -> float:
+        if comp in memo:
+            return memo[comp]
+        instrs = comps.get(comp, [])
+        types = {i["name"]: i["type"] for i in instrs}
+        total = 0.0
+        for ins in instrs:
+            op = ins["op"]
+            if op in _FREE:
+                continue
+            if op == "while":
+                stats["loops"] += 1
+                trips = _trip_count(comps.get(ins["called"].get("condition", ""), []))
+                if trips is None:
+                    stats["unknown_trip_counts"] += 1
+                    trips = 1
+                total += trips * (cost(ins["called"].get("body", "")) + cost(ins["called"].get("condition", "")))
+                continue
+            if op == "conditional":
+                total += max((cost(b) for b in ins["branches"]), default=0.0)
+                continue
+            if op == "call":
+                total += cost(ins["called"].get("to_apply", ins["called"].get("calls", "")))
+                continue
+            if op == "fusion" and ins["called"].get("calls") in comps:
+                total += _fusion_bytes(ins, comps[ins["called"]["calls"]], types, hbm_only)
+                continue
+            if op == "dynamic-update-slice" and len(ins["operands"]) > 1:  # in place: the update only
+                total += 2 * _type_bytes(types.get(ins["operands"][1], ""), hbm_only)
+                continue
+            if op in _SLICING:  # reads what it returns
+                total += 2 * _type_bytes(ins["type"], hbm_only)
+                continue
+            total += _type_bytes(ins["type"], hbm_only) + sum(_type_bytes(types.get(o, ""), hbm_only)
+                                                              for o in ins["operands"])
+        memo[comp] = total
+        return total
+
+    out = cost(entry) if entry else 0.0
+    return dict(bytes=out, **stats)

@@ -1,0 +1,216 @@
+"""The programs a training run compiles, built from its config on abstract inputs (no arrays):
+
+    progs = programs(config, devices, fns=("train_step", "generate", "prefill"))
+    for p in progs: compiled = p.jitted.trace(*p.args).lower().compile()
+
+train_step: the trainer's jitted update (its optimizer, loss, micro-batching, remat, shardings) on
+    a [M, micro_batch_size, L] batch, L = rollout.max_target_length (the longest bucket a run uses),
+    M = groups_per_step * group_size / micro_batch_size, on the config's (data, fsdp, tensor) mesh.
+generate: one decode step of the engine for all rollout.max_concurrent_decodes slots, on one host's
+    devices (each host of a pod runs its own engine), weights in the compute dtype.
+prefill: one batched prefill of PREFILL_ROWS prompts of rollout.max_prefill_length tokens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from prover_jax.models import qwen3_5
+from prover_jax.sharding import MESH_AXES, make_mesh
+
+FNS = ("train_step", "generate", "prefill")
+PREFILL_ROWS = 8  # one group's prompts (the driver admits a group at a time)
+DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
+
+@dataclasses.dataclass
+class Program:
+    fn: str
+    jitted: object  # a jax.jit object: .trace(*args).lower().compile()
+    args: tuple  # ShapeDtypeStructs with shardings
+    mesh: Mesh
+    tokens: int  # tokens processed per call
+    model_flops: float  # analytic 6 N T (+ attention) for train, 2 N T for inference (global)
+    kernel_flops: float = 0.0  # analytic flops inside Pallas kernels (uncounted by the jaxpr walk)
+
+
+def model_config(config) -> qwen3_5.Qwen3_5Config:
+    """The policy's architecture: config.json of model.path when readable, else CONFIGS[model.size]."""
+    m = config.model
+    if m.init != "random" and m.path and os.path.isfile(os.path.join(m.path, "config.json")):
+        return qwen3_5.Qwen3_5Config.from_pretrained(m.path)
+    if m.size not in qwen3_5.CONFIGS:
+        raise ValueError(f"model.size {m.size!r} is not in CONFIGS {sorted(qwen3_5.CONFIGS)} and model.path "
+                         f"{m.path!r} has no config.json: cannot size the model")
+    return qwen3_5.CONFIGS[m.size]
+
+
+def matmul_params(cfg: qwen3_5.Qwen3_5Config) -> int:
+    """Weights that enter a matmul per token: all matrices but the embedding lookup (the lm_head
+    counts, tied or not)."""
+    abstract = qwen3_5.abstract_model(cfg)
+    _, params = nnx.split(abstract, nnx.Param)
+    total = sum(math.prod(x.shape) for x in jax.tree.leaves(params) if len(x.shape) >= 2)
+    if not cfg.tie_word_embeddings:
+        total -= cfg.vocab_size * cfg.hidden_size  # the untied embedding is only looked up
+    return total
+
+
+def full_attention_flops_per_token(cfg, context: int) -> float:
+    """Forward flops per token of full attention's q k^T and p v over `context` keys on average."""
+    full = sum(1 for k in cfg.layer_types if k == qwen3_5.FULL)
+    return full * 4.0 * cfg.num_attention_heads * cfg.head_dim * context
+
+
+def attention_flops_per_token(cfg, context: int) -> float:
+    """Forward flops per token of the sequence mixers beyond their projections: full attention
+    (causal context of `context` tokens on average) and the delta rule's state reads/writes
+    (~3 dk x dv products per value head)."""
+    lin = sum(1 for k in cfg.layer_types if k != qwen3_5.FULL)
+    gdn = 6.0 * cfg.linear_num_value_heads * cfg.linear_key_head_dim * cfg.linear_value_head_dim
+    return full_attention_flops_per_token(cfg, context) + lin * gdn
+
+
+def _with_shardings(abstract_tree, shardings_tree):
+    return jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
+                        abstract_tree, shardings_tree)
+
+
+def abstract_params(cfg, mesh, *, dtype, param_dtype, runtime=None):
+    """(graphdef, params as sharded ShapeDtypeStructs) of the model on `mesh`."""
+    model = qwen3_5.abstract_model(cfg, dtype=dtype, param_dtype=param_dtype, mesh=mesh)
+    if runtime is not None:
+        model.runtime = runtime
+    graphdef, params = nnx.split(model, nnx.Param)
+    shardings = qwen3_5.param_shardings(model, mesh)
+    flat = nnx.to_flat_state(params)
+    for path, var in flat:
+        v = var.get_value()
+        var.set_value(jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=shardings[".".join(map(str, path))]))
+    return graphdef, nnx.from_flat_state(flat), model
+
+
+def _opt_state(optimizer, params, mesh):
+    """The optimizer state of `params`, abstract: param-shaped subtrees sharded like the params,
+    the rest (counters, hyperparameters) replicated."""
+    abstract = jax.eval_shape(optimizer.init, params)
+    pstruct = jax.tree.structure(params)
+    replicated = NamedSharding(mesh, P())
+
+    def is_param_tree(x):
+        try:
+            return jax.tree.structure(x) == pstruct
+        except Exception:  # noqa: BLE001
+            return False
+
+    def place(sub):
+        if is_param_tree(sub):
+            return _with_shardings(sub, jax.tree.map(lambda p: p.sharding, params))
+        return jax.ShapeDtypeStruct(sub.shape, sub.dtype, sharding=replicated)
+
+    return jax.tree.map(place, abstract, is_leaf=is_param_tree)
+
+
+def train_program(config, mesh: Mesh) -> Program:
+    from prover_jax.training.step import BATCH_KEYS, TrainState, make_optimizer, make_train_step
+    from prover_jax.training.trainer import model_runtime
+
+    c = config
+    cfg = model_config(c)
+    runtime = model_runtime(c, mesh)
+    graphdef, params, _ = abstract_params(cfg, mesh, dtype=DTYPES[c.model.dtype],
+                                          param_dtype=DTYPES[c.model.param_dtype], runtime=runtime)
+    optimizer = make_optimizer(c.optim)
+    replicated = NamedSharding(mesh, P())
+    state = TrainState(params=params, opt_state=_opt_state(optimizer, params, mesh),
+                       step=jax.ShapeDtypeStruct((), jnp.int32, sharding=replicated))
+    rows = c.rollout.groups_per_step * c.rollout.group_size
+    mb = c.train.micro_batch_size
+    if rows % mb:
+        raise ValueError(f"train.micro_batch_size {mb} does not divide the {rows} sequences of a step "
+                         f"(rollout.groups_per_step x group_size)")
+    M, L = rows // mb, c.rollout.max_target_length
+    from prover_jax.distributed.arrays import batch_sharding
+    sh = batch_sharding(mesh, (M, mb, L))
+    dtypes = dict(tokens=jnp.int32, valid=jnp.bool_, loss_mask=jnp.bool_, advantages=jnp.float32,
+                  old_logprobs=jnp.float32, ref_logprobs=jnp.float32)
+    keys = BATCH_KEYS + (("ref_logprobs",) if c.loss.kl_coef > 0 else ())
+    batch = {k: jax.ShapeDtypeStruct((M, mb, L), dtypes[k], sharding=sh) for k in keys}
+    step = make_train_step(graphdef, c.loss, optimizer, mesh=mesh,
+                           logprob_chunk=c.train.logprob_chunk or None)
+    tokens = rows * L
+    per_token = 6.0 * matmul_params(cfg) + 3.0 * attention_flops_per_token(cfg, L // 2)
+    kernel = 0.0
+    if runtime.attention == "splash":  # forward, backward (2x) and the remat's forward again
+        kernel = (3.0 + (runtime.remat != "none")) * full_attention_flops_per_token(cfg, L // 2) * tokens
+    return Program("train_step", step.jitted(state), (state, batch), mesh, tokens, per_token * tokens, kernel)
+
+
+def host_mesh(mesh: Mesh, tensor: int) -> Mesh:
+    """The devices of the first host of `mesh` as the engine's (data=1, fsdp, tensor) mesh."""
+    from prover_jax.distributed.arrays import _host_major
+    if len({d.process_index for d in mesh.devices.flat}) == 1:
+        return mesh
+    return Mesh(_host_major(mesh, tensor).devices[0], MESH_AXES)
+
+
+def engine_programs(config, mesh: Mesh, fns) -> list[Program]:
+    from prover_jax.sampling import Engine
+
+    c, r = config, config.rollout
+    cfg = model_config(c)
+    emesh = host_mesh(mesh, c.mesh.tensor)
+    compute = DTYPES[c.model.dtype]
+    _, params, model = abstract_params(cfg, emesh, dtype=compute, param_dtype=compute)
+    engine = Engine(model, max_concurrent_decodes=r.max_concurrent_decodes,
+                    max_prefill_length=r.max_prefill_length, max_target_length=r.max_target_length,
+                    mesh=emesh)
+    out = []
+    per_token = 2.0 * matmul_params(cfg)
+    if "generate" in fns:
+        state = _with_shardings(jax.eval_shape(engine._init_state_impl), engine._state_shardings())
+        S = r.max_concurrent_decodes
+        flops = S * (per_token + attention_flops_per_token(cfg, r.max_target_length // 2))
+        out.append(Program("generate", engine._generate, (params, state), emesh, S, flops))
+    if "prefill" in fns:
+        R, T = PREFILL_ROWS, r.max_prefill_length
+        cache = _with_shardings(jax.eval_shape(lambda: qwen3_5.init_cache(cfg, R, r.max_target_length, compute)),
+                                _cache_shardings(cfg, emesh, R, r.max_target_length, compute))
+        rep = NamedSharding(emesh, P())
+        sds = lambda shape, dt: jax.ShapeDtypeStruct(shape, dt, sharding=rep)  # noqa: E731
+        args = (params, cache, sds((R, T), jnp.int32), sds((R,), jnp.int32), sds((R,), jnp.int32),
+                sds((R,), jnp.int32), sds((R, 2), jnp.uint32), sds((R,), jnp.float32),
+                sds((R,), jnp.int32), sds((R,), jnp.float32))
+        flops = R * T * (per_token + attention_flops_per_token(cfg, T // 2))
+        out.append(Program("prefill", engine._prefill, args, emesh, R * T, flops))
+    return out
+
+
+def _cache_shardings(cfg, mesh, rows, length, dtype):
+    from prover_jax.sharding import named_sharding
+    abstract = jax.eval_shape(lambda: qwen3_5.init_cache(cfg, rows, length, dtype))
+    return jax.tree.map(lambda ax, a: named_sharding(ax, mesh, a.shape), qwen3_5.cache_axes(cfg, mesh.shape.get("tensor", 1)), abstract,
+                        is_leaf=lambda x: isinstance(x, tuple) and all(isinstance(e, (str, type(None)))
+                                                                       for e in x))
+
+
+def programs(config, devices, fns=FNS) -> list[Program]:
+    """The config's programs for `devices` (a TPU slice's); the mesh must use all of them."""
+    unknown = sorted(set(fns) - set(FNS))
+    if unknown:
+        raise ValueError(f"unknown --fn {unknown}; expected some of {FNS}")
+    shape = (config.mesh.data, config.mesh.fsdp, config.mesh.tensor)
+    fixed = math.prod(s for s in shape if s != -1)
+    if (-1 in shape and len(devices) % fixed) or (-1 not in shape and fixed != len(devices)):
+        raise ValueError(f"mesh (data, fsdp, tensor) = {shape} does not fit the slice's {len(devices)} "
+                         f"chips: set config.mesh so that data * fsdp * tensor = {len(devices)}")
+    mesh = make_mesh(shape, devices=devices)
+    out = [train_program(config, mesh)] if "train_step" in fns else []
+    return out + engine_programs(config, mesh, fns)

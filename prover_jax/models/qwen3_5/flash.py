@@ -1,0 +1,101 @@
+"""Causal self-attention over whole right-padded rows (training, no cache), two interchangeable paths.
+
+Contract of `attention(q [B, T, H, hd], k [B, T, K, hd], v [B, T, K, hd], valid [B, T])`: query i of a
+row sees key j iff j <= i and valid[b, j]; query head h reads kv head h // (H // K); logits are
+q.k * hd**-0.5 with the softmax in fp32; the output [B, T, H, hd] has q's dtype. Outputs at invalid
+query positions are finite but otherwise unspecified. Rows are right-padded in training, but any
+validity pattern is served.
+
+- impl="dense": the reference einsums; materialises [B, H, T, T] fp32 logits.
+- impl="splash": the Pallas TPU splash-attention kernel (flash-style blocks, its own custom VJP), never
+  holding more than a [block, block] tile of logits. Validity enters as segment ids (valid tokens 0,
+  padding 1), so every query sees at least itself and no softmax row is empty; T is padded up to a
+  multiple of the block; GQA is the kernel's (H query heads over K kv heads); batch is a vmap.
+  `interpret=True` runs the kernel in the Pallas interpreter (any backend; slow, for tests).
+  A Mosaic kernel is not partitioned by XLA: under a sharded jit pass the `mesh`, and the kernel runs
+  in a shard_map with rows over the logical "batch" axes and heads over "kv_heads" where they divide.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax.experimental.pallas.ops.tpu import splash_attention as sa
+from jax.sharding import Mesh, PartitionSpec as P
+
+from prover_jax.sharding import logical_to_spec
+
+Array = jax.Array
+
+LANES = 128  # the splash kernel's blocks must be multiples of the TPU lane width
+
+
+def supported(impl: str, T: int, hd: int, block: int = 512) -> str | None:
+    """None if `attention(..., impl=impl, block=block)` serves sequence length T and head dim hd,
+    else the reason it does not. Splash takes any T (padded up to the block) and any hd (the head
+    axis is one whole block); its q / kv blocks must be multiples of the 128-lane width."""
+    if impl == "dense":
+        return None
+    if impl != "splash":
+        return f"unknown attention impl {impl!r}"
+    if block <= 0 or block % LANES:
+        return f"splash block {block} is not a positive multiple of {LANES}"
+    return None
+
+
+def attention(q_BxTxHxd: Array, k_BxTxKxd: Array, v_BxTxKxd: Array, valid_BxT: Array, *,
+              impl: str = "dense", interpret: bool = False, block: int = 512,
+              mesh: Mesh | None = None) -> Array:
+    """Causal GQA attention -> [B, T, H, hd] in q's dtype (contract in the module doc). Splash scales
+    q by hd**-0.5 in q's dtype before the kernel (exact for a power-of-two hd)."""
+    B, T, H, hd = q_BxTxHxd.shape
+    K = k_BxTxKxd.shape[2]
+    if H % K:
+        raise ValueError(f"{H} query heads do not group over {K} kv heads")
+    k, v = k_BxTxKxd.astype(q_BxTxHxd.dtype), v_BxTxKxd.astype(q_BxTxHxd.dtype)
+    if impl == "dense":
+        return _dense(q_BxTxHxd, k, v, valid_BxT)
+    reason = supported(impl, T, hd, block)
+    if reason:
+        raise ValueError(reason)
+    run = lambda q, k, v, valid: _splash(q, k, v, valid, block=block, interpret=interpret)  # noqa: E731
+    if mesh is not None:
+        # an axis dividing K divides H = K * (H // K), so each shard keeps whole GQA groups
+        spec = logical_to_spec(("batch", "length", "kv_heads", None), mesh, (B, T, K, hd))
+        run = jax.shard_map(run, mesh=mesh, in_specs=(spec, spec, spec, P(*spec[:2])), out_specs=spec,
+                            check_vma=False)
+    return run(q_BxTxHxd, k, v, valid_BxT)
+
+
+def _dense(q, k, v, valid):
+    B, T, H, hd = q.shape
+    K = k.shape[2]
+    pos = jnp.arange(T)
+    mask = (pos[None, :] <= pos[:, None])[None] & valid[:, None, :]  # [B, T(query), T(key)]
+    qh = q.reshape(B, T, K, H // K, hd)
+    logits = jnp.einsum("btkgd,bskd->bkgts", qh, k).astype(jnp.float32) * hd ** -0.5
+    logits = jnp.where(mask[:, None, None], logits, jnp.finfo(jnp.float32).min)
+    probs = jax.nn.softmax(logits, axis=-1).astype(q.dtype)
+    return jnp.einsum("bkgts,bskd->btkgd", probs, v).reshape(B, T, H, hd)
+
+
+def _round_up(n: int, m: int) -> int:
+    return -(-n // m) * m
+
+
+def _splash(q, k, v, valid, *, block, interpret):
+    B, T, H, hd = q.shape
+    b = min(block, _round_up(T, LANES))
+    Tp = _round_up(T, b)
+
+    def heads_major(x):  # [B, T, N, hd] -> [B, N, Tp, hd], zero tail
+        return jnp.pad(x, ((0, 0), (0, Tp - T), (0, 0), (0, 0))).transpose(0, 2, 1, 3)
+
+    seg = jnp.pad(jnp.where(valid, 0, 1).astype(jnp.int32), ((0, 0), (0, Tp - T)), constant_values=1)
+    sizes = sa.BlockSizes(block_q=b, block_kv=b, block_kv_compute=b, block_q_dkv=b, block_kv_dkv=b,
+                          block_kv_dkv_compute=b, block_q_dq=b, block_kv_dq=b)
+    kernel = sa.make_splash_mha(sa.MultiHeadMask([sa.CausalMask((Tp, Tp))] * H), block_sizes=sizes,
+                                head_shards=1, q_seq_shards=1, interpret=interpret)
+    q = q * jnp.asarray(hd ** -0.5, q.dtype)
+    out = jax.vmap(kernel)(heads_major(q), heads_major(k), heads_major(v), sa.SegmentIds(seg, seg))
+    return out.transpose(0, 2, 1, 3)[:, :T]
