@@ -91,6 +91,7 @@ def make(size: str, benchmark: str = "alfworld", pod: str | None = None):
     c.train.remat = lay["remat"]  # recompute each layer block's activations in the backward pass
     c.train.logprob_chunk = 1024  # vocab projection (248k) over 1024 positions at a time
     c.train.length_multiple = 1024  # a handful of compiled batch lengths per run (1k .. 4k)
+    c.train.precompile = True  # compile the update for each of them before the first step
     c.credit.method = "prover"  # ProVer segment credit on top of GRPO
     c.judge.name = "openai"  # the judge proposing pivotal segments ($OPENAI_API_KEY on every worker)
     data(c)

@@ -16,7 +16,7 @@ and exports. The workdir must be one folder every worker sees: gs://BUCKET/... .
 Required (flag, else environment variable):
   --tpu_name NAME          TPU VM name                                  [$TPU_NAME]
   --config PATH[:ARG]      config file relative to --repo_dir           [$PROVER_CONFIG]
-                           e.g. configs/qwen3_5_2b_alfworld.py:v6e-8
+                           e.g. configs/qwen3_5.py:2B,alfworld,v6e-8
   --workdir DIR            run folder, e.g. gs://BUCKET/runs/alfworld   [$PROVER_WORKDIR]
 Options:
   --zone ZONE              default: gcloud's compute/zone               [$TPU_ZONE]
@@ -34,7 +34,7 @@ Options:
   --hf_model REPO_ID       download this Hugging Face model on every worker and train from it
                            (sets --config.model.path)                   [$PROVER_HF_MODEL]
   --extras LIST            prover_jax extras to install, e.g. alfworld (the default when the
-                           config's file name contains "alfworld"; "none" for none)  [$PROVER_EXTRAS]
+                           config (file name or argument) names "alfworld"; "none" for none)  [$PROVER_EXTRAS]
   --python VERSION         Python of the workers' venv (default 3.12)   [$PROVER_PYTHON]
   --create                 create the TPU VM first
   --delete_after           delete the TPU VM at the end (also after a failure)
@@ -121,7 +121,7 @@ while (($# > 0)); do
 done
 
 [[ -n "$TPU_NAME" ]] || die "missing --tpu_name (or \$TPU_NAME)"
-[[ -n "$CONFIG" ]] || die "missing --config (or \$PROVER_CONFIG), e.g. configs/qwen3_5_2b_alfworld.py:v6e-8"
+[[ -n "$CONFIG" ]] || die "missing --config (or \$PROVER_CONFIG), e.g. configs/qwen3_5.py:2B,alfworld,v6e-8"
 [[ -n "$WORKDIR" ]] || die "missing --workdir (or \$PROVER_WORKDIR), e.g. gs://BUCKET/runs/NAME"
 [[ -f "$REPO_DIR/setup.py" ]] || die "--repo_dir '$REPO_DIR' is not the prover_jax source tree"
 [[ "$CONFIG" != /* && -f "$REPO_DIR/${CONFIG%%:*}" ]] ||
@@ -130,7 +130,7 @@ done
 [[ "$WORKDIR" == gs://* ]] || echo "tpu_run.sh: warning: --workdir '$WORKDIR' is not gs://; on a" \
   "multi-host slice every worker would write its own copy and a restart could not resume" >&2
 if [[ -z "$EXTRAS" ]]; then
-  case "$(basename "${CONFIG%%:*}")" in *alfworld*) EXTRAS=alfworld ;; *) EXTRAS=none ;; esac
+  case "$(basename "$CONFIG")" in *alfworld*) EXTRAS=alfworld ;; *) EXTRAS=none ;; esac
 fi
 [[ "$EXTRAS" =~ ^[a-z0-9_,-]+$ ]] || die "--extras '$EXTRAS' is not a comma-separated list of extras"
 [[ "$PYTHON_VERSION" =~ ^[0-9]+(\.[0-9]+)*$ ]] || die "--python '$PYTHON_VERSION' is not a version"

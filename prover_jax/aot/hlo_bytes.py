@@ -121,36 +121,63 @@ def _trip_count(cond: list[dict]) -> int | None:
 _SLICING = {"slice", "dynamic-slice", "gather"}
 
 
-def _fusion_bytes(ins: dict, fused: list[dict], types: dict, hbm_only: bool) -> float:
-    """A fusion reads its operands and writes its output, except: an operand used only through
-    slices reads just the slices, and an in-place dynamic-update-slice root writes just its update."""
-    params = {}
+def _param_names(fused: list[dict]) -> dict[int, str]:
+    out = {}
     for f in fused:
         m = re.search(r"parameter\((\d+)\)", f["line"]) if f["op"] == "parameter" else None
         if m:
-            params[int(m.group(1))] = f["name"]
-    users: dict[str, list[dict]] = {}
-    for f in fused:
-        for o in f["operands"]:
-            users.setdefault(o, []).append(f)
-    root = next((f for f in fused if f["root"]), None)
-    in_place = root is not None and root["op"] == "dynamic-update-slice" and root["operands"]
-    ftypes = {f["name"]: f["type"] for f in fused}
+            out[int(m.group(1))] = f["name"]
+    return out
+
+
+def _sliced_bytes(fused: list[dict], pname: str, comps: dict, hbm_only: bool) -> float | None:
+    """Bytes read of fused parameter `pname` when it is used only through slices (directly or through
+    nested fusions that only slice it); None when some use reads it whole."""
+    users = [f for f in fused if pname in f["operands"]]
+    if not users:
+        return None
     total = 0.0
-    if in_place:
-        total += _type_bytes(ftypes.get(root["operands"][1], ""), hbm_only) if len(root["operands"]) > 1 else 0.0
-    else:
-        total += _type_bytes(ins["type"], hbm_only)
+    for u in users:
+        if u["op"] in _SLICING and u["operands"][0] == pname and u["operands"].count(pname) == 1:
+            total += _type_bytes(u["type"], hbm_only)
+        elif u["op"] == "fusion" and u["called"].get("calls") in comps:
+            inner = comps[u["called"]["calls"]]
+            names = _param_names(inner)
+            for i, o in enumerate(u["operands"]):
+                if o != pname:
+                    continue
+                b = _sliced_bytes(inner, names[i], comps, hbm_only) if i in names else None
+                if b is None:
+                    return None
+                total += b
+        else:
+            return None
+    return total
+
+
+def _fusion_bytes(ins: dict, fused: list[dict], types: dict, hbm_only: bool, comps: dict) -> float:
+    """A fusion reads its operands and writes its output, except: an operand used only through
+    slices (also inside nested fusions) reads just the slices, and a buffer updated in place (a
+    dynamic-update-slice of a fused parameter) is neither read nor written whole: only its update
+    is written."""
+    params = _param_names(fused)
+    ftypes = {f["name"]: f["type"] for f in fused}
+    pnames = set(params.values())
+    dus = [f for f in fused if f["op"] == "dynamic-update-slice" and len(f["operands"]) > 1
+           and f["operands"][0] in pnames]
+    in_place = {f["operands"][0] for f in dus}
+    out = _type_bytes(ins["type"], hbm_only)
+    out -= sum(_type_bytes(f["type"], hbm_only) - _type_bytes(ftypes.get(f["operands"][1], ""), hbm_only)
+               for f in dus)
+    total = max(out, 0.0)
     for i, o in enumerate(ins["operands"]):
         pname = params.get(i)
-        if in_place and pname == root["operands"][0]:
-            continue  # the buffer updated in place: neither read nor written whole
-        us = users.get(pname, [])
-        if pname is not None and us and all(u["op"] in _SLICING and u["operands"][0] == pname for u in us):
-            total += sum(_type_bytes(u["type"], hbm_only) for u in us) if "S(1)" not in types.get(o, "") or \
-                not hbm_only else 0.0
-        else:
-            total += _type_bytes(types.get(o, ""), hbm_only)
+        if pname in in_place:
+            continue
+        if hbm_only and "S(1)" in types.get(o, ""):
+            continue
+        sliced = None if pname is None else _sliced_bytes(fused, pname, comps, hbm_only)
+        total += _type_bytes(types.get(o, ""), hbm_only) if sliced is None else sliced
     return total
 
 
@@ -186,12 +213,17 @@ def bytes_accessed(text: str, hbm_only: bool = True) -> dict:
                 total += cost(ins["called"].get("to_apply", ins["called"].get("calls", "")))
                 continue
             if op == "fusion" and ins["called"].get("calls") in comps:
-                total += _fusion_bytes(ins, comps[ins["called"]["calls"]], types, hbm_only)
+                total += _fusion_bytes(ins, comps[ins["called"]["calls"]], types, hbm_only, comps)
                 continue
             if op == "dynamic-update-slice" and len(ins["operands"]) > 1:  # in place: the update only
                 total += 2 * _type_bytes(types.get(ins["operands"][1], ""), hbm_only)
                 continue
             if op in _SLICING:  # reads what it returns
+                total += 2 * _type_bytes(ins["type"], hbm_only)
+                continue
+            if op == "slice-start":  # an asynchronous slice: counted at its slice-done
+                continue
+            if op == "slice-done":
                 total += 2 * _type_bytes(ins["type"], hbm_only)
                 continue
             total += _type_bytes(ins["type"], hbm_only) + sum(_type_bytes(types.get(o, ""), hbm_only)

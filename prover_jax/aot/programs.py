@@ -23,7 +23,7 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from prover_jax.models import qwen3_5
-from prover_jax.sharding import MESH_AXES, make_mesh
+from prover_jax.sharding import make_mesh
 
 FNS = ("train_step", "generate", "prefill")
 PREFILL_ROWS = 8  # one group's prompts (the driver admits a group at a time)
@@ -119,7 +119,7 @@ def _opt_state(optimizer, params, mesh):
 
 
 def train_program(config, mesh: Mesh) -> Program:
-    from prover_jax.training.step import BATCH_KEYS, TrainState, make_optimizer, make_train_step
+    from prover_jax.training.step import TrainState, abstract_batch, make_optimizer, make_train_step
     from prover_jax.training.trainer import model_runtime
 
     c = config
@@ -137,12 +137,7 @@ def train_program(config, mesh: Mesh) -> Program:
         raise ValueError(f"train.micro_batch_size {mb} does not divide the {rows} sequences of a step "
                          f"(rollout.groups_per_step x group_size)")
     M, L = rows // mb, c.rollout.max_target_length
-    from prover_jax.distributed.arrays import batch_sharding
-    sh = batch_sharding(mesh, (M, mb, L))
-    dtypes = dict(tokens=jnp.int32, valid=jnp.bool_, loss_mask=jnp.bool_, advantages=jnp.float32,
-                  old_logprobs=jnp.float32, ref_logprobs=jnp.float32)
-    keys = BATCH_KEYS + (("ref_logprobs",) if c.loss.kl_coef > 0 else ())
-    batch = {k: jax.ShapeDtypeStruct((M, mb, L), dtypes[k], sharding=sh) for k in keys}
+    batch = abstract_batch(mesh, M, mb, L, kl=c.loss.kl_coef > 0)
     step = make_train_step(graphdef, c.loss, optimizer, mesh=mesh,
                            logprob_chunk=c.train.logprob_chunk or None)
     tokens = rows * L
@@ -154,11 +149,9 @@ def train_program(config, mesh: Mesh) -> Program:
 
 
 def host_mesh(mesh: Mesh, tensor: int) -> Mesh:
-    """The devices of the first host of `mesh` as the engine's (data=1, fsdp, tensor) mesh."""
-    from prover_jax.distributed.arrays import _host_major
-    if len({d.process_index for d in mesh.devices.flat}) == 1:
-        return mesh
-    return Mesh(_host_major(mesh, tensor).devices[0], MESH_AXES)
+    """The engine mesh of the first host of `mesh` (as the trainer builds it on that host)."""
+    from prover_jax.distributed.arrays import engine_mesh
+    return engine_mesh(mesh, tensor, devices=[mesh.devices.flat[0]])
 
 
 def engine_programs(config, mesh: Mesh, fns) -> list[Program]:

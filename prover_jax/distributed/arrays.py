@@ -96,17 +96,22 @@ def _allgather_rows(v: np.ndarray) -> np.ndarray:
     return np.asarray(multihost_utils.process_allgather(v, tiled=True))
 
 
-def engine_mesh(train_mesh: Mesh, tensor: int = 1) -> Mesh:
-    """The mesh a host's engine decodes on: the train mesh itself on one process; else this host's
-    local devices as (data=1, fsdp, tensor), tensor = gcd(tensor, local devices)."""
-    if jax.process_count() == 1:
+def engine_mesh(train_mesh: Mesh, tensor: int = 1, devices=None) -> Mesh:
+    """The mesh a host's engine decodes on: this host's devices as (data, fsdp=1, tensor), tensor =
+    gcd(tensor, local devices). Slots split over data; the weights are whole on every data shard
+    (split only over tensor), so a decode step reads its weights locally instead of all-gathering
+    FSDP shards. A train mesh that already has that form is returned as is (one process).
+    `devices`: whose host (default: this process's)."""
+    if jax.process_count() == 1 and devices is None and train_mesh.shape["fsdp"] == 1:
         return train_mesh
     host_major = _host_major(train_mesh, tensor)
-    return Mesh(host_major.devices[jax.process_index()], MESH_AXES)
+    index = jax.process_index() if devices is None else sorted({d.process_index for d in devices})[0]
+    hosts = sorted({d.process_index for d in train_mesh.devices.flat})
+    return Mesh(host_major.devices[hosts.index(index)], MESH_AXES)
 
 
 def _host_major(train_mesh: Mesh, tensor: int) -> Mesh:
-    """All devices of `train_mesh` as (hosts, data=1, fsdp, tensor): host h's devices in row h."""
+    """All devices of `train_mesh` as (hosts, data, fsdp=1, tensor): host h's devices in row h."""
     by_process: dict[int, list] = {}
     for d in train_mesh.devices.flat:
         by_process.setdefault(d.process_index, []).append(d)
@@ -117,7 +122,7 @@ def _host_major(train_mesh: Mesh, tensor: int) -> Mesh:
     n_local = counts.pop()
     t = math.gcd(int(tensor), n_local)
     grid = np.array([by_process[p] for p in sorted(by_process)], dtype=object)
-    return Mesh(grid.reshape(len(by_process), 1, n_local // t, t), (HOSTS,) + MESH_AXES)
+    return Mesh(grid.reshape(len(by_process), n_local // t, 1, t), (HOSTS,) + MESH_AXES)
 
 
 class WeightSync:

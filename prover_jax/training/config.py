@@ -95,6 +95,7 @@ def default_config() -> ml_collections.ConfigDict:
     c.train.micro_batch_size = 8  # sequences per gradient-accumulation micro-batch
     c.train.length_multiple = 128  # batch length padded to a multiple of this: fewer shapes to compile
     c.train.logprob_chunk = 0  # >0: log-probs computed in chunks of this many positions (large vocab)
+    c.train.precompile = False  # compile the update for every batch-length bucket before the 1st step
     c.train.remat = "none"  # activations recomputed in the backward pass, per layer block: none | full | dots
     c.train.checkpoint_every = 10
     c.train.keep_checkpoints = 2

@@ -5,6 +5,7 @@
     state = init_train_state(model, optimizer)     # shares buffers with `model` until the 1st step
     train_step = make_train_step(graphdef, cfg.loss, optimizer, mesh=mesh)
     state, metrics = train_step(state, batch)      # batch arrays [M, mb, L]; `state` is donated
+    train_step.precompile(state, abstract_batches) # (with a mesh) compile shapes ahead of the 1st step
 
 After the first step the model's own arrays are donated: rebuild it with
 `nnx.merge(graphdef, state.params)`.
@@ -30,6 +31,18 @@ class TrainState:
     params: nnx.State  # the model's nnx.Param state (graphdef kept by the caller)
     opt_state: optax.OptState
     step: jax.Array  # int32 scalar: optimizer updates applied (skipped steps do not count)
+
+
+BATCH_DTYPES = dict(tokens=jnp.int32, valid=jnp.bool_, loss_mask=jnp.bool_, advantages=jnp.float32,
+                    old_logprobs=jnp.float32, ref_logprobs=jnp.float32)
+
+
+def abstract_batch(mesh, M: int, mb: int, L: int, kl: bool = False) -> dict:
+    """ShapeDtypeStructs of a [M, mb, L] train batch laid out as the trainer places it."""
+    from prover_jax.distributed.arrays import batch_sharding
+    sh = batch_sharding(mesh, (M, mb, L))
+    keys = BATCH_KEYS + (("ref_logprobs",) if kl else ())
+    return {k: jax.ShapeDtypeStruct((M, mb, L), BATCH_DTYPES[k], sharding=sh) for k in keys}
 
 
 def _warmup(lr: float, warmup_steps: int):
@@ -177,13 +190,32 @@ def make_train_step(graphdef, loss_cfg, optimizer: optax.GradientTransformation,
             cache[key] = jax.jit(fn, out_shardings=(state_sh, replicated), donate_argnums=0)
         return cache[key]
 
+    compiled = {}
+
+    def _key(state, batch):
+        return jax.tree.structure(state), tuple((k, tuple(v.shape), str(v.dtype)) for k, v in sorted(batch.items()))
+
+    def precompile(state: TrainState, batches) -> int:
+        """Compiles the step ahead of time for each abstract batch (dicts of ShapeDtypeStructs laid
+        out as `batch_sharding`); a later call with those shapes runs the executable, no compile.
+        Returns how many were compiled."""
+        n = 0
+        for b in batches:
+            key = _key(state, b)
+            if key not in compiled:
+                compiled[key] = jitted(state).lower(state, b).compile()
+                n += 1
+        return n
+
     def train_step(state: TrainState, batch):
         batch = {k: v if isinstance(v, jax.Array) and not v.sharding.is_fully_addressable else
                  jax.device_put(v, named_sharding((None, "batch") + (None,) * (v.ndim - 2), mesh, v.shape))
                  for k, v in batch.items()}
-        return jitted(state)(state, batch)
+        fn = compiled.get(_key(state, batch))
+        return (fn or jitted(state))(state, batch)
 
     train_step.jitted = jitted
+    train_step.precompile = precompile
     return train_step
 
 

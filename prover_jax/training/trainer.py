@@ -49,7 +49,7 @@ from prover_jax.training import sft
 from prover_jax.training.batch import pack, padded_length
 from prover_jax.training.checkpoints import Checkpoints
 from prover_jax.training.metrics import merge_rows
-from prover_jax.training.step import init_train_state, make_optimizer, make_train_step
+from prover_jax.training.step import abstract_batch, init_train_state, make_optimizer, make_train_step
 from prover_jax.training.workdir import append_line, local_copy, read_lines, save_folder, workdir_path
 
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
@@ -105,6 +105,8 @@ class Trainer:
         self.train_step = make_train_step(self.graphdef, c.loss, self.optimizer, mesh=self.mesh,
                                           logprob_chunk=c.train.logprob_chunk or None)
         self.ref_params = (jax.tree.map(jnp.copy, self.state.params) if c.loss.kl_coef > 0 else None)
+        if c.train.precompile:
+            self._precompile()
 
         r = c.rollout
         self.engine, self.sync = self._engine(model)
@@ -139,6 +141,26 @@ class Trainer:
         self.restored = self._restore()
 
     # Set-up.
+    def length_buckets(self) -> list[int]:
+        """Every padded batch length a run can use: multiples of train.length_multiple, capped at
+        rollout.max_target_length."""
+        c = self.config
+        return sorted({padded_length(n, c.train.length_multiple, c.rollout.max_target_length)
+                       for n in range(1, c.rollout.max_target_length + 1, c.train.length_multiple)})
+
+    def _precompile(self) -> None:
+        """Compiles the update for every length bucket now, so no RL step waits on a compile."""
+        c = self.config
+        M = -(-c.rollout.groups_per_step * c.rollout.group_size // c.train.micro_batch_size)
+        abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding),
+                                self.state)
+        t0 = time.perf_counter()
+        n = self.train_step.precompile(abstract, [abstract_batch(self.mesh, M, c.train.micro_batch_size, L,
+                                                                 kl=c.loss.kl_coef > 0)
+                                                  for L in self.length_buckets()])
+        logging.info("compiled the update for %d batch lengths %s in %.0f s", n, self.length_buckets(),
+                     time.perf_counter() - t0)
+
     def env_kwargs(self) -> dict:
         """config.env.kwargs as a plain dict (the pool's and the tokenizer corpus's env kwargs)."""
         kw = self.config.env.kwargs

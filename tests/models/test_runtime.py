@@ -62,14 +62,15 @@ def _assert_same(ref, got, rtol=2e-5, atol=2e-5):
     Runtime(remat="full"),
     Runtime(scan_layers=True, remat="dots"),
     Runtime(gdn_chunk=64),
+    Runtime(gdn_chunk=64, gdn_inverse_block=16),
     Runtime(attention="splash", scan_layers=True),
-], ids=["scan", "remat-full", "scan-remat-dots", "chunk64", "splash-interpreted"])
+], ids=["scan", "remat-full", "scan-remat-dots", "chunk64", "chunk64-blockwise", "splash-interpreted"])
 def test_runtime_matches_unrolled(reference, runtime):
     _assert_same(reference, _logits_and_grads(runtime))
 
 
 def test_bf16_delta_rule_stays_close(reference):
-    logits, grads = _logits_and_grads(Runtime(gdn_chunk=64, gdn_matmul_dtype="bfloat16"))
+    logits, grads = _logits_and_grads(Runtime(gdn_chunk=64, gdn_matmul_dtype="bfloat16", gdn_inverse_block=16))
     err = np.abs(logits - reference[0]).max() / np.abs(reference[0]).max()
     assert err < 2e-2, err
     assert all(np.isfinite(g).all() for g in jax.tree.leaves(grads))
@@ -95,7 +96,8 @@ def test_block_period_and_runtime_resolution():
     assert block_period((FULL,) * 5) == 1
     cpu, tpu = resolve_runtime("cpu"), resolve_runtime("tpu")
     assert (cpu.attention, cpu.gdn_chunk, cpu.gdn_matmul_dtype) == ("dense", 16, None)
-    assert (tpu.attention, tpu.gdn_chunk, tpu.gdn_matmul_dtype) == ("splash", 64, "bfloat16")
+    assert (tpu.attention, tpu.gdn_chunk, tpu.gdn_matmul_dtype, tpu.gdn_inverse_block) == (
+        "splash", 64, "bfloat16", 16)
     assert dataclasses.replace(tpu, remat="dots").remat == "dots"
     with pytest.raises(ValueError, match="remat must be one of"):
         Runtime(remat="some")

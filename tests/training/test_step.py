@@ -160,3 +160,23 @@ def test_optimizer_warmup_and_decay_mask():
     assert float(jnp.abs(updates["w"]).max()) > 0 and float(jnp.abs(updates["norm"]).max()) == 0
     with pytest.raises(ValueError, match="optimizer"):
         make_optimizer(optim_cfg(name="lion"))
+
+
+def test_precompiled_lengths_run_without_compiling(sgd_runs):
+    """train_step.precompile compiles each length bucket ahead; steps of those shapes then run the
+    executable (the jit cache stays empty) and give the jitted step's result."""
+    from prover_jax.distributed import globalize
+    from prover_jax.training.step import abstract_batch
+    mesh = sharding.make_mesh((1, 2, 1), devices=jax.devices()[:2])
+    model = new_model(mesh)
+    state = globalize(init_train_state(model, sgd_runs["opt"]), mesh)  # as the trainer holds it
+    step = make_train_step(nnx.graphdef(model), loss_cfg(), sgd_runs["opt"], mesh=mesh)
+    abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), state)
+    assert step.precompile(abstract, [abstract_batch(mesh, 2, 4, n) for n in (L, 2 * L)]) == 2
+    assert step.precompile(abstract, [abstract_batch(mesh, 2, 4, L)]) == 0  # already there
+    state, metrics = step(state, micro(sgd_runs["batch"], 2))
+    assert step.jitted(state)._cache_size() == 0
+    np.testing.assert_allclose(metrics["loss"], sgd_runs["out"][2][1]["loss"], rtol=1e-5, atol=1e-7)
+    longer = {k: np.concatenate([v, np.zeros_like(v)], axis=1) for k, v in sgd_runs["batch"].items()}
+    state, _ = step(state, micro(longer, 2))
+    assert step.jitted(state)._cache_size() == 0 and int(state.step) == 2

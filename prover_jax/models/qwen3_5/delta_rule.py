@@ -103,7 +103,8 @@ def unit_lower_inverse(strict_CxC: jax.Array) -> jax.Array:
 
 
 def _diag_blocks(x: jax.Array, n: int) -> jax.Array:
-    """The C/n diagonal n x n blocks of x [..., C, C], as [..., C/n, n, n] (static slices: no gather)."""
+    """The C/n diagonal n x n blocks of x [..., C, C], as [..., C/n, n, n], by static slices: no gather,
+    and no masked sum over the block axis (whose gradient crashes XLA:CPU's YNNPACK reduce fusion)."""
     return jnp.stack([x[..., i:i + n, i:i + n] for i in range(0, x.shape[-1], n)], axis=-3)
 
 

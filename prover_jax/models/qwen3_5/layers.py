@@ -225,7 +225,8 @@ class GatedDeltaNet(nnx.Module):
         self.dtype = dtype
 
     def __call__(self, x_BxTxD, valid_BxT, cache: GDNCache | None = None, valid_len_B=None,
-                 chunk_size: int = GDN_CHUNK, matmul_dtype: str | None = None):
+                 chunk_size: int = GDN_CHUNK, matmul_dtype: str | None = None,
+                 inverse_block: int | None = None):
         """valid_BxT: which positions are real tokens. Padding leaves the state untouched (beta = g = 0)
         and, without a cache, is zeroed at the input as in the reference implementation."""
         cfg = self.cfg
@@ -263,7 +264,8 @@ class GatedDeltaNet(nnx.Module):
             o = o[:, None]
         else:
             o, state = delta_rule.chunked(q, k, v, g, beta, state, chunk_size=chunk_size,
-                                          matmul_dtype=matmul_dtype and jnp.dtype(matmul_dtype))
+                                          matmul_dtype=matmul_dtype and jnp.dtype(matmul_dtype),
+                                          inverse_block=inverse_block)
         new_cache = None
         if cache is not None:
             # last K-1 valid pre-conv columns: padded rows [len, len + K - 1).

@@ -15,7 +15,7 @@ graph, so a jitted step sees it as static): `scan_layers` runs ONE traced copy o
 compile time does not grow with depth; `remat` recomputes each block's activations in the backward
 pass (none | full | dots: matmul outputs without batch dimensions are kept); `attention` picks the
 full-attention kernel (dense einsum | splash, a Pallas TPU kernel); `gdn_chunk` / `gdn_matmul_dtype`
-the delta rule's chunk length and matmul input dtype. All are the same function up to float rounding.
+/ `gdn_inverse_block` the delta rule's chunk length, matmul input dtype and (I + L)^-1 block size. All are the same function up to float rounding.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ class Runtime:
     attention: str = "dense"  # dense | splash
     gdn_chunk: int = 16
     gdn_matmul_dtype: str | None = None  # None: fp32 (HIGHEST); "bfloat16": bf16 inputs, fp32 accumulation
+    gdn_inverse_block: int | None = None  # None: C-step substitution; b: blockwise (I + L)^-1, b x b blocks
 
     def __post_init__(self):
         if self.remat not in REMAT:
@@ -67,7 +68,8 @@ def resolve_runtime(platform: str, *, scan_layers=False, remat="none", attention
         gdn_matmul_dtype = gdn["matmul_dtype"]
     return Runtime(scan_layers=bool(scan_layers), remat=remat, attention=attention,
                    gdn_chunk=int(gdn_chunk) or gdn["chunk_size"],
-                   gdn_matmul_dtype=jnp.dtype(gdn_matmul_dtype).name if gdn_matmul_dtype else None)
+                   gdn_matmul_dtype=jnp.dtype(gdn_matmul_dtype).name if gdn_matmul_dtype else None,
+                   gdn_inverse_block=gdn["inverse_block"])
 
 
 def _remat(fn, remat: str):
@@ -158,7 +160,8 @@ class DecoderLayer(nnx.Module):
                                       impl=runtime.attention if cache is None else "dense", mesh=mesh)
         else:
             y, cache = self.linear_attn(x, valid, cache, valid_len, chunk_size=runtime.gdn_chunk,
-                                        matmul_dtype=runtime.gdn_matmul_dtype)
+                                        matmul_dtype=runtime.gdn_matmul_dtype,
+                                        inverse_block=runtime.gdn_inverse_block)
         h = h + y
         h = h + self.mlp(self.post_attention_layernorm(h))
         return h, cache
