@@ -90,6 +90,7 @@ def make(size: str, benchmark: str = "alfworld", pod: str | None = None):
     c.train.micro_batch_size = lay["micro"]  # sequences per accumulation step (one per chip)
     c.train.remat = lay["remat"]  # recompute each layer block's activations in the backward pass
     c.train.logprob_chunk = 1024  # vocab projection (248k) over 1024 positions at a time
+    c.loss.entropy_metric = False  # no entropy pass over the 248k vocabulary (not a loss term here)
     c.train.length_multiple = 1024  # a handful of compiled batch lengths per run (1k .. 4k)
     c.train.precompile = True  # compile the update for each of them before the first step
     c.credit.method = "prover"  # ProVer segment credit on top of GRPO

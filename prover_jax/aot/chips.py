@@ -1,6 +1,6 @@
 """TPU chips and slices: the figures `prover-aot` estimates with, and how to build a slice's devices.
 
-    chip = CHIPS["v6e"]                     # peak bf16 flop/s, HBM bytes and bandwidth per chip
+    chip = CHIPS["v6e"]                     # peak bf16 flop/s, HBM bytes and bandwidth, ICI per chip
     s = parse_slice("v5p-16")               # Slice(kind="v5p", chips=8, topology="v5p:2x2x2", ...)
     devices = slice_devices(s)              # the slice's TPU devices (compile-only; needs libtpu)
 
@@ -24,12 +24,13 @@ class Chip:
     hbm_bandwidth: float  # bytes/s
     chip_config: str  # get_topology_desc's chip_config_name
     chips_per_host: int
+    ici_bandwidth: float  # bytes/s of inter-chip interconnect per chip (Cloud TPU's published Gbps / 8)
 
 
 CHIPS = {
-    "v5e": Chip(197e12, 16 * GIB, 819e9, "default", 4),
-    "v5p": Chip(459e12, 95 * GIB, 2765e9, "megacore", 4),
-    "v6e": Chip(918e12, 32 * GIB, 1640e9, "default", 4),
+    "v5e": Chip(197e12, 16 * GIB, 819e9, "default", 4, 1600e9 / 8),
+    "v5p": Chip(459e12, 95 * GIB, 2765e9, "megacore", 4, 4800e9 / 8),
+    "v6e": Chip(918e12, 32 * GIB, 1640e9, "default", 4, 3584e9 / 8),
 }
 # chips -> topology shape (the slice shapes Cloud TPU offers).
 _SHAPES = {

@@ -10,7 +10,9 @@ matmul flops (loops counted per iteration) / chips; xla_flops_per_device is the 
 which counts a loop body once (loop_factor = their ratio). bytes_accessed_per_device = HBM bytes read
 and written per chip, from the optimised HLO with while bodies times their trip counts (hlo_bytes;
 arrays the compiler keeps in VMEM left out); the compiler's own (loops once, VMEM included) beside it
-as xla_bytes_accessed_per_device. estimated_s = roofline max(flops / peak, bytes / HBM bandwidth) (`bound` says which);
+as xla_bytes_accessed_per_device. collective_bytes_per_device = what the collectives move per chip.
+estimated_s = roofline max(flops / peak, bytes / HBM bandwidth, collective bytes / ICI bandwidth)
+(`bound` says which: compute, memory or interconnect);
 the compiler's optimal_seconds beside it only when positive. Pallas kernels (splash attention) give
 no flop count: their analytic flops are added (kernel_flops_per_device). estimated_mfu = model_flops (analytic
 6 N T + attention, per chip) / (estimated_s x peak). For generate, hbm_floor_s = argument bytes
@@ -40,8 +42,9 @@ def analyse(prog, compiled, chip, n_devices: int, compile_s: float, counted: dic
     loop_factor = flops / xla_flops if xla_flops > 0 and flops > xla_flops else 1.0
     hbm = bytes_accessed(compiled.as_text())
     bytes_ = hbm["bytes"]
-    t_compute, t_memory = flops / chip.peak_flops, bytes_ / chip.hbm_bandwidth
-    est = max(t_compute, t_memory)
+    times = {"compute": flops / chip.peak_flops, "memory": bytes_ / chip.hbm_bandwidth,
+             "interconnect": hbm["collective_bytes"] / chip.ici_bandwidth}
+    est = max(times.values())
     out = {
         "fn": prog.fn, "mesh": dict(zip(prog.mesh.axis_names, map(int, prog.mesh.devices.shape))),
         "per_device_gib": round(per_device / GIB, 3), "hbm_gib": round(chip.hbm_bytes / GIB, 1),
@@ -52,7 +55,8 @@ def analyse(prog, compiled, chip, n_devices: int, compile_s: float, counted: dic
         "while_loops_uncounted": counted["while_loops"],
         "bytes_accessed_per_device": bytes_, "xla_bytes_accessed_per_device": float(cost.get("bytes accessed", 0.0)),
         "unknown_trip_counts": hbm["unknown_trip_counts"],
-        "estimated_s": est, "bound": "compute" if t_compute >= t_memory else "memory",
+        "collective_bytes_per_device": hbm["collective_bytes"],
+        "estimated_s": est, "bound": max(times, key=times.get),
         "estimated_mfu": round(prog.model_flops / n_devices / (est * chip.peak_flops), 4) if est else None,
         "model_flops_per_device": prog.model_flops / n_devices, "kernel_flops_per_device": kernel / n_devices,
         "tokens_per_s_per_chip": round(prog.tokens / n_devices / est, 1) if est else None,

@@ -8,7 +8,11 @@ a while body by its trip count, read from the loop condition (`compare(counter, 
 XLA's loop passes leave; a counter starting elsewhere than 0 or another form counts as 1 trip and is
 reported in `unknown_trip_counts`). A conditional counts its costliest branch.
 
-    report = bytes_accessed(compiled.as_text())   # {"bytes": float, "loops": int, "unknown_trip_counts": int}
+    report = bytes_accessed(compiled.as_text())   # {"bytes", "collective_bytes", "loops", "unknown_trip_counts"}
+
+collective_bytes: what the collectives move per device (an all-gather's or all-reduce's output, a
+collective-permute's operand), loops times their trip counts: the interconnect (ICI) term of the
+roofline.
 
 Arrays the compiler placed in VMEM (memory space S(1)) are left out by default: the roofline divides
 by HBM bandwidth. Sizes are padded to the layout's tiles, as XLA:TPU stores them.
@@ -119,6 +123,10 @@ def _trip_count(cond: list[dict]) -> int | None:
 
 
 _SLICING = {"slice", "dynamic-slice", "gather"}
+# collectives and what they move per device: the output (all-gather, all-reduce, all-to-all,
+# reduce-scatter) or the operand sent (collective-permute-start).
+_COLLECTIVES = {"all-gather", "all-gather-start", "all-reduce", "all-reduce-start", "reduce-scatter",
+                "all-to-all", "collective-permute", "collective-permute-start"}
 
 
 def _param_names(fused: list[dict]) -> dict[int, str]:
@@ -186,16 +194,23 @@ def bytes_accessed(text: str, hbm_only: bool = True) -> dict:
     hbm_only (default) leaves out arrays the compiler placed in VMEM."""
     comps, entry = _parse(text)
     stats = {"loops": 0, "unknown_trip_counts": 0}
-    memo: dict[str, float] = {}
+    memo: dict[str, tuple[float, float]] = {}
 
     def cost(comp: str) -> float:
+        return costs(comp)[0]
+
+    def costs(comp: str) -> tuple[float, float]:
+        """(HBM bytes, bytes sent over the interconnect) of a computation."""
         if comp in memo:
             return memo[comp]
         instrs = comps.get(comp, [])
         types = {i["name"]: i["type"] for i in instrs}
-        total = 0.0
+        total, ici = 0.0, 0.0
         for ins in instrs:
             op = ins["op"]
+            if op in _COLLECTIVES:
+                ici += _type_bytes(ins["type"] if op != "collective-permute-start" else
+                                   " ".join(types.get(o, "") for o in ins["operands"]), False)
             if op in _FREE:
                 continue
             if op == "while":
@@ -204,13 +219,17 @@ def bytes_accessed(text: str, hbm_only: bool = True) -> dict:
                 if trips is None:
                     stats["unknown_trip_counts"] += 1
                     trips = 1
-                total += trips * (cost(ins["called"].get("body", "")) + cost(ins["called"].get("condition", "")))
+                body = costs(ins["called"].get("body", ""))
+                total += trips * (body[0] + cost(ins["called"].get("condition", "")))
+                ici += trips * body[1]
                 continue
             if op == "conditional":
-                total += max((cost(b) for b in ins["branches"]), default=0.0)
+                branch = max((costs(b) for b in ins["branches"]), default=(0.0, 0.0))
+                total, ici = total + branch[0], ici + branch[1]
                 continue
             if op == "call":
-                total += cost(ins["called"].get("to_apply", ins["called"].get("calls", "")))
+                called = costs(ins["called"].get("to_apply", ins["called"].get("calls", "")))
+                total, ici = total + called[0], ici + called[1]
                 continue
             if op == "fusion" and ins["called"].get("calls") in comps:
                 total += _fusion_bytes(ins, comps[ins["called"]["calls"]], types, hbm_only, comps)
@@ -223,13 +242,13 @@ def bytes_accessed(text: str, hbm_only: bool = True) -> dict:
                 continue
             if op == "slice-start":  # an asynchronous slice: counted at its slice-done
                 continue
-            if op == "slice-done":
-                total += 2 * _type_bytes(ins["type"], hbm_only)
+            if op == "slice-done":  # a copy between memories (e.g. an HBM prefetch into VMEM): read once
+                total += _type_bytes(ins["type"], False)
                 continue
             total += _type_bytes(ins["type"], hbm_only) + sum(_type_bytes(types.get(o, ""), hbm_only)
                                                               for o in ins["operands"])
-        memo[comp] = total
-        return total
+        memo[comp] = (total, ici)
+        return memo[comp]
 
-    out = cost(entry) if entry else 0.0
-    return dict(bytes=out, **stats)
+    out = costs(entry) if entry else (0.0, 0.0)
+    return dict(bytes=out[0], collective_bytes=out[1], **stats)

@@ -181,7 +181,8 @@ def engine_programs(config, mesh: Mesh, fns) -> list[Program]:
         args = (params, cache, sds((R, T), jnp.int32), sds((R,), jnp.int32), sds((R,), jnp.int32),
                 sds((R,), jnp.int32), sds((R, 2), jnp.uint32), sds((R,), jnp.float32),
                 sds((R,), jnp.int32), sds((R,), jnp.float32))
-        flops = R * T * (per_token + attention_flops_per_token(cfg, T // 2))
+        lm_head = 2.0 * cfg.vocab_size * cfg.hidden_size  # logits of the last prompt token only
+        flops = R * T * (per_token - lm_head + attention_flops_per_token(cfg, T // 2)) + R * lm_head
         out.append(Program("prefill", engine._prefill, args, emesh, R * T, flops))
     return out
 

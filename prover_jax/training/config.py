@@ -77,6 +77,7 @@ def default_config() -> ml_collections.ConfigDict:
     c.loss.dual_clip = 0.0  # c > 1 enables the dual clip for A < 0 (3.0 in the literature); 0 = off
     c.loss.kl_coef = 0.0  # k3 KL to the frozen initial policy; 0 = no reference model
     c.loss.entropy_coef = 0.0
+    c.loss.entropy_metric = True  # log the policy entropy (a pass over [tokens, vocab]; always on when entropy_coef != 0)
     c.loss.aggregation = "token-mean"  # token-mean | seq-mean-token-mean | seq-mean-token-sum-norm
 
     # Optimizer (optax).

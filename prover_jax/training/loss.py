@@ -25,29 +25,32 @@ LOG_RATIO_CLAMP = 20.0  # |logp - logp_old| is clipped here before exp (as verl 
 KL_CLAMP = 10.0  # d = logp_ref - logp is clipped to [-KL_CLAMP, KL_CLAMP] before the k3 estimator
 
 
-def _chunk_logprobs(model, h_BxTxD, targets_BxT):
-    """log p(target) and entropy -sum_v p_v log p_v of each position's next-token distribution."""
+def _chunk_logprobs(model, h_BxTxD, targets_BxT, with_entropy: bool = True):
+    """log p(target) and entropy -sum_v p_v log p_v of each position's next-token distribution
+    (zeros without `with_entropy`: no second pass over the [B, T, V] log-probs)."""
     logp_BxTxV = jax.nn.log_softmax(model.logits(h_BxTxD), axis=-1)
     logp = jnp.take_along_axis(logp_BxTxV, targets_BxT[..., None], axis=-1)[..., 0]
+    if not with_entropy:
+        return logp, jnp.zeros_like(logp)
     entropy = -jnp.sum(jnp.exp(logp_BxTxV) * logp_BxTxV, axis=-1)
     return logp, entropy
 
 
-def token_logprobs(model, tokens_BxL, valid_BxL, chunk: int | None = None):
+def token_logprobs(model, tokens_BxL, valid_BxL, chunk: int | None = None, with_entropy: bool = True):
     """(logp [B, L], entropy [B, L]) in fp32 under `model`.
 
     logp[:, t] = log_softmax(W h[:, t-1])[tokens[:, t]] and entropy[:, t] = H(softmax(W h[:, t-1])),
     with h = model.hidden(tokens, mask_BxT=valid); both are 0 at t = 0 and wherever valid[:, t] is
     False. With `chunk`, the vocab projection runs over sequence chunks of that many positions under
     `jax.checkpoint` (logits recomputed in the backward pass), so at most a [B, chunk, V] block of
-    logits exists at any time instead of [B, L, V].
+    logits exists at any time instead of [B, L, V]. Without `with_entropy` the entropy is zeros.
     """
     B, L = tokens_BxL.shape
     h_BxLxD = model.hidden(tokens_BxL, mask_BxT=valid_BxL)
     h_pred, targets = h_BxLxD[:, :-1], tokens_BxL[:, 1:]
     n = L - 1
     if chunk is None or chunk >= n:
-        logp, entropy = _chunk_logprobs(model, h_pred, targets)
+        logp, entropy = _chunk_logprobs(model, h_pred, targets, with_entropy)
     else:
         if chunk < 1:
             raise ValueError(f"logprob chunk must be >= 1, got {chunk}")
@@ -57,7 +60,7 @@ def token_logprobs(model, tokens_BxL, valid_BxL, chunk: int | None = None):
         targets = jnp.pad(targets, ((0, 0), (0, pad)))
         h_CxBxKxD = h_pred.reshape(B, num, chunk, -1).swapaxes(0, 1)
         t_CxBxK = targets.reshape(B, num, chunk).swapaxes(0, 1)
-        body = jax.checkpoint(lambda h, t: _chunk_logprobs(model, h, t))
+        body = jax.checkpoint(lambda h, t: _chunk_logprobs(model, h, t, with_entropy))
         logp, entropy = jax.lax.map(lambda xs: body(*xs), (h_CxBxKxD, t_CxBxK))
         logp = logp.swapaxes(0, 1).reshape(B, num * chunk)[:, :n]
         entropy = entropy.swapaxes(0, 1).reshape(B, num * chunk)[:, :n]

@@ -116,12 +116,14 @@ def make_train_step(graphdef, loss_cfg, optimizer: optax.GradientTransformation,
     the new state keeps exactly the shardings of the state passed in (read on the first call).
     """
     kwargs = _loss_kwargs(loss_cfg)
+    with_entropy = bool(loss_cfg.entropy_coef) or loss_cfg.get("entropy_metric", True)
 
     def loss_fn(params, mb, num_tokens, num_seqs):
         model = nnx.merge(graphdef, params)
-        logp, entropy = token_logprobs(model, mb["tokens"], mb["valid"], chunk=logprob_chunk)
+        logp, entropy = token_logprobs(model, mb["tokens"], mb["valid"], chunk=logprob_chunk,
+                                       with_entropy=with_entropy)
         return grpo_loss(logp, mb["old_logprobs"], mb["advantages"], mb["loss_mask"],
-                         ref_logprobs=mb.get("ref_logprobs"), entropy=entropy,
+                         ref_logprobs=mb.get("ref_logprobs"), entropy=entropy if with_entropy else None,
                          num_tokens=num_tokens, num_seqs=num_seqs, **kwargs)
 
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
@@ -226,6 +228,6 @@ def make_logprob_fn(graphdef, *, logprob_chunk: int | None = None):
     @jax.jit
     def logprob_fn(params, tokens_BxL, valid_BxL):
         model = nnx.merge(graphdef, params)
-        return token_logprobs(model, tokens_BxL, valid_BxL, chunk=logprob_chunk)[0]
+        return token_logprobs(model, tokens_BxL, valid_BxL, chunk=logprob_chunk, with_entropy=False)[0]
 
     return logprob_fn

@@ -12,7 +12,7 @@ from prover_jax.training.config import default_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIELDS = ("fn", "topology", "mesh", "per_device_gib", "hbm_gib", "fits", "headroom", "flops_per_device",
-          "xla_flops_per_device", "bytes_accessed_per_device", "estimated_s", "bound", "estimated_mfu",
+          "xla_flops_per_device", "bytes_accessed_per_device", "collective_bytes_per_device", "estimated_s", "bound", "estimated_mfu",
           "model_flops_per_device", "tokens_per_s_per_chip", "compile_s")
 TINY = dict(architectures=["Qwen3_5ForCausalLM"], model_type="qwen3_5_text", vocab_size=256, hidden_size=64,
             intermediate_size=128, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
@@ -70,6 +70,7 @@ def test_compiles_train_and_decode_for_a_slice(tiny_model, topology, mesh):
         want = mesh if r["fn"] == "train_step" else (n // mesh[2], 1, mesh[2])
         assert r["mesh"] == dict(zip(("data", "fsdp", "tensor"), want)), r["mesh"]
         assert r["flops_per_device"] > 0 and r["bytes_accessed_per_device"] > 0 and r["estimated_s"] > 0
+        assert r["bound"] in ("compute", "memory", "interconnect")
         assert 0 < r["estimated_mfu"] <= 1 and r["tokens_per_s_per_chip"] > 0
     train = rows[0]
     # 2 micro-batches under lax.scan: XLA counts the loop body once, the jaxpr count does not.

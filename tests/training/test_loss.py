@@ -246,3 +246,20 @@ def test_chunked_logprobs_never_hold_full_logits(model):
 
     assert (2, 12, CFG.vocab_size) in logit_shapes(None)
     assert logit_shapes(4) == {(2, 4, CFG.vocab_size)}
+
+
+def test_entropy_only_when_asked(model):
+    """with_entropy=False: the same log-probs, zero entropy, and no exp over the vocabulary."""
+    tokens = jnp.asarray(np.random.RandomState(0).randint(0, CFG.vocab_size, (2, 13)), jnp.int32)
+    valid = jnp.ones((2, 13), bool)
+    logp, ent = token_logprobs(model, tokens, valid, chunk=4)
+    logp2, ent2 = token_logprobs(model, tokens, valid, chunk=4, with_entropy=False)
+    np.testing.assert_allclose(logp2, logp, rtol=1e-6, atol=1e-6)
+    assert float(jnp.abs(ent).sum()) > 0 and float(jnp.abs(ent2).sum()) == 0
+
+    def vocab_exps(with_entropy):
+        jaxpr = jax.make_jaxpr(lambda t: token_logprobs(model, t, valid, with_entropy=with_entropy))(tokens)
+        return sum(1 for e in equations(jaxpr) if e.primitive.name == "exp"
+                   and e.outvars[0].aval.shape[-1:] == (CFG.vocab_size,))
+
+    assert vocab_exps(False) < vocab_exps(True)

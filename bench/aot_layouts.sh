@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Compiles every shipped pod layout (and the feature variants of bench/RESULTS.md) with prover-aot on
+# this host, one after another (each takes minutes on 2 CPU cores), appending JSON lines to OUT.
+#   bench/aot_layouts.sh [OUT=bench/aot_layouts.jsonl]      then: python bench/aot_table.py OUT
+set -euo pipefail
+out="${1:-bench/aot_layouts.jsonl}"
+q=configs/qwen3_5.py
+run() {  # name config [flags...]
+  local name=$1 cfg=$2; shift 2
+  prover-aot --config="$cfg" "$@" | sed "s/^{/{\"run\": \"$name\", /" >> "$out"
+}
+run 2B-v6e-8 "$q:2B,alfworld,v6e-8"
+run 4B-v5p-16 "$q:4B,alfworld,v5p-16" --fn=train_step,generate
+run 2B-v6e-8-unrolled "$q:2B,alfworld,v6e-8" --fn=train_step --config.model.scan_layers=False
+run 2B-v5p-8 "$q:2B,alfworld,v5p-8" --fn=train_step,generate
+run 4B-v6e-16 "$q:4B,alfworld,v6e-16" --fn=train_step,generate
+run 9B-v5p-32 "$q:9B,alfworld,v5p-32" --fn=train_step,generate
+run 2B-v6e-8-chunk16-fp32 "$q:2B,alfworld,v6e-8" --fn=train_step --config.model.gdn_chunk=16 \
+    --config.model.gdn_matmul_dtype=float32
+run 2B-v6e-8-dense "$q:2B,alfworld,v6e-8" --fn=train_step --config.model.attention=dense
+run 2B-v6e-8-no-remat "$q:2B,alfworld,v6e-8" --fn=train_step --config.train.remat=none
