@@ -88,3 +88,12 @@ def test_usage_errors_exit_2(args, message):
     out = _run("--dry_run", *args)
     assert out.returncode == 2 and message in out.stderr, out.stderr
     assert out.stdout == ""
+
+
+@pytest.mark.parametrize("config,alfworld", [("configs/qwen3_5.py:4B", True), ("configs/qwen3_5.py", True),
+                                             ("configs/qwen3_5.py:4B,webshop,v5p-16", False),
+                                             ("configs/qwen3_5.py:2B,alfworld", True)])
+def test_default_extras_follow_the_benchmark(config, alfworld):
+    out = _run("--dry_run", env={"TPU_NAME": "t1", "PROVER_CONFIG": config, "PROVER_WORKDIR": "gs://b/r"})
+    assert out.returncode == 0, out.stderr
+    assert ("[gcs,alfworld]" in out.stdout) == alfworld and ("[gcs]" in out.stdout) != alfworld
