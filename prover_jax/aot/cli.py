@@ -28,7 +28,7 @@ import sys
 import time
 
 
-def analyse(prog, compiled, chip, n_devices: int, compile_s: float, counted: dict) -> dict:
+def analyse(prog, compiled, hlo_text: str, chip, n_devices: int, compile_s: float, counted: dict) -> dict:
     from prover_jax.aot.chips import GIB
     from prover_jax.aot.hlo_bytes import bytes_accessed
     mem = compiled.memory_analysis()
@@ -40,7 +40,7 @@ def analyse(prog, compiled, chip, n_devices: int, compile_s: float, counted: dic
     kernel = prog.kernel_flops if counted["pallas_calls"] and not counted["pallas_flops"] else 0.0
     flops = (counted["flops"] + kernel) / n_devices
     loop_factor = flops / xla_flops if xla_flops > 0 and flops > xla_flops else 1.0
-    hbm = bytes_accessed(compiled.as_text())
+    hbm = bytes_accessed(hlo_text)
     bytes_ = hbm["bytes"]
     times = {"compute": flops / chip.peak_flops, "memory": bytes_ / chip.hbm_bandwidth,
              "interconnect": hbm["collective_bytes"] / chip.ici_bandwidth}
@@ -97,12 +97,14 @@ def run(config, topology: str, fns, hlo_dir: str = "") -> list[dict]:
                 row.update(what_exceeds=oom.group(1), required_gib=float(oom.group(2)),
                            hbm_gib=float(oom.group(3)))
         else:
+            compile_s = time.perf_counter() - t0
+            text = compiled.as_text()  # megabytes for a real model: rendered once
             if hlo_dir:
                 os.makedirs(hlo_dir, exist_ok=True)
                 with open(os.path.join(hlo_dir, f"{prog.fn}.hlo.txt"), "w") as f:
-                    f.write(compiled.as_text())
+                    f.write(text)
             row = dict(fn=prog.fn, topology=s.name, **{k: v for k, v in analyse(
-                prog, compiled, s.chip, n, time.perf_counter() - t0, counted).items() if k != "fn"})
+                prog, compiled, text, s.chip, n, compile_s, counted).items() if k != "fn"})
         print(json.dumps(row), flush=True)
         rows.append(row)
     return rows
@@ -114,8 +116,8 @@ def main(argv=None):
     from absl import app, flags
     from ml_collections import config_flags
 
-    flags.DEFINE_string("fn", ",".join(("train_step", "generate", "prefill")),
-                        "comma-separated: train_step, generate, prefill")
+    from prover_jax.aot.programs import FNS
+    flags.DEFINE_string("fn", ",".join(FNS), f"comma-separated, some of {', '.join(FNS)}")
     flags.DEFINE_string("topology", "", "TPU slice, e.g. v6e-8, v5p-16 (default: config.accelerator)")
     flags.DEFINE_string("hlo_dir", "", "write each compiled program's HLO text to this folder")
     config_flags.DEFINE_config_file("config", None, "a prover config file[:args]", lock_config=False)

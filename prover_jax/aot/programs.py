@@ -23,7 +23,7 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from prover_jax.models import qwen3_5
-from prover_jax.sharding import make_mesh
+from prover_jax.sharding import make_mesh, tree_shardings
 
 FNS = ("train_step", "generate", "prefill")
 PREFILL_ROWS = 8  # one group's prompts (the driver admits a group at a time)
@@ -174,8 +174,9 @@ def engine_programs(config, mesh: Mesh, fns) -> list[Program]:
         out.append(Program("generate", engine._generate, (params, state), emesh, S, flops))
     if "prefill" in fns:
         R, T = PREFILL_ROWS, r.max_prefill_length
-        cache = _with_shardings(jax.eval_shape(lambda: qwen3_5.init_cache(cfg, R, r.max_target_length, compute)),
-                                _cache_shardings(cfg, emesh, R, r.max_target_length, compute))
+        abstract = jax.eval_shape(lambda: qwen3_5.init_cache(cfg, R, r.max_target_length, compute))
+        cache = _with_shardings(abstract, tree_shardings(
+            qwen3_5.cache_axes(cfg, emesh.shape.get("tensor", 1)), abstract, emesh))
         rep = NamedSharding(emesh, P())
         sds = lambda shape, dt: jax.ShapeDtypeStruct(shape, dt, sharding=rep)  # noqa: E731
         args = (params, cache, sds((R, T), jnp.int32), sds((R,), jnp.int32), sds((R,), jnp.int32),
@@ -185,14 +186,6 @@ def engine_programs(config, mesh: Mesh, fns) -> list[Program]:
         flops = R * T * (per_token - lm_head + attention_flops_per_token(cfg, T // 2)) + R * lm_head
         out.append(Program("prefill", engine._prefill, args, emesh, R * T, flops))
     return out
-
-
-def _cache_shardings(cfg, mesh, rows, length, dtype):
-    from prover_jax.sharding import named_sharding
-    abstract = jax.eval_shape(lambda: qwen3_5.init_cache(cfg, rows, length, dtype))
-    return jax.tree.map(lambda ax, a: named_sharding(ax, mesh, a.shape), qwen3_5.cache_axes(cfg, mesh.shape.get("tensor", 1)), abstract,
-                        is_leaf=lambda x: isinstance(x, tuple) and all(isinstance(e, (str, type(None)))
-                                                                       for e in x))
 
 
 def programs(config, devices, fns=FNS) -> list[Program]:

@@ -42,7 +42,7 @@ from jax.sharding import Mesh
 
 from prover_jax.models.qwen3_5.model import Cache, Qwen3_5, cache_axes, init_cache
 from prover_jax.sampling.sampler import SamplingParams, sample
-from prover_jax.sharding import named_sharding
+from prover_jax.sharding import tree_shardings
 
 
 @flax.struct.dataclass
@@ -184,9 +184,7 @@ class Engine:
         axes = DecodeState(cache=cache_axes(self.config, mesh.shape.get("tensor", 1)), tokens_S=("cache_batch",),
                            rng_Sx2=("cache_batch", None), temperature_S=("cache_batch",),
                            top_k_S=("cache_batch",), top_p_S=("cache_batch",), active_S=("cache_batch",))
-        return jax.tree.map(lambda ax, a: named_sharding(ax, mesh, a.shape), axes, abstract,
-                            is_leaf=lambda x: isinstance(x, tuple) and all(
-                                isinstance(e, (str, type(None))) for e in x))
+        return tree_shardings(axes, abstract, mesh)
 
     def _init_state_impl(self) -> DecodeState:
         S = self._slots

@@ -115,6 +115,17 @@ def named_sharding(axes, mesh: Mesh, shape=None) -> NamedSharding:
     return NamedSharding(mesh, logical_to_spec(axes, mesh, shape))
 
 
+def _is_axes(x) -> bool:
+    return isinstance(x, tuple) and all(isinstance(e, (str, type(None))) for e in x)
+
+
+def tree_shardings(axes_tree, abstract_tree, mesh: Mesh):
+    """NamedSharding per leaf of `abstract_tree` (arrays or ShapeDtypeStructs) from the logical axes
+    tuple at the same place in `axes_tree` (same structure, axes tuples as leaves)."""
+    return jax.tree.map(lambda ax, a: named_sharding(ax, mesh, a.shape), axes_tree, abstract_tree,
+                        is_leaf=_is_axes)
+
+
 def place(x, sharding: NamedSharding) -> jax.Array:
     """`x` (host data or an array, identical on every process) placed with `sharding`; across
     processes each one fills only its addressable shards from its own copy."""
