@@ -19,7 +19,7 @@ logprobs 0), which gives demonstrations tokenised exactly like rollouts.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -52,7 +52,9 @@ def mix_seed(*parts: int) -> int:
 class _Episode:
     traj: Trajectory
     env: int  # index in the pool
+    pool: EnvPool
     context: Any = None  # the driver's live Context
+    on_end: Callable[[Trajectory], None] | None = None
 
 
 class Rollout:
@@ -61,7 +63,7 @@ class Rollout:
     def __init__(self, driver: Driver, tokenizer: Tokenizer, config: RolloutConfig = RolloutConfig()):
         self.driver, self.tokenizer, self.config = driver, tokenizer, config
         if driver is not None and driver.decode_fn is None:
-            driver.decode_fn = tokenizer.decode
+            driver.tokenizer, driver.decode_fn = tokenizer, tokenizer.decode
         end = tokenizer.encode(config.template.end, add_special_tokens=False)
         if len(end) != 1:
             raise ValueError(f"the template's end marker {config.template.end!r} must be one token of the "
@@ -99,9 +101,11 @@ class Rollout:
             opening = self.config.template.opening(
                 system, observation_text(obs, info, spec.show_admissible, 0, self._max_turns(spec)))
             traj.append(self.encode(opening), policy=False)
-            episodes.append(_Episode(traj, i))
+            episodes.append(_Episode(traj, i, pool))
             forks.setdefault(tuple(traj.tokens), []).append(episodes[-1])
-        self._play(pool, spec, [(list(k), v) for k, v in forks.items()], expert)
+        play = self.play(expert)
+        play.add(pool, [(list(k), v) for k, v in forks.items()])
+        play.run()
         return [e.traj for e in episodes]
 
     def continue_from(self, trajectory: Trajectory, turn: int, k: int, pool: EnvPool,
@@ -116,31 +120,17 @@ class Rollout:
         total = sum(k for _, _, k in starts)
         if total > pool.num_envs:
             raise ValueError(f"{total} continuations need as many envs; the pool has {pool.num_envs}")
-        spec = pool.prompt
-        out, forks, restores, env = [], [], {}, 0
+        play = self.play(expert)
+        out, env = [], 0
         for traj, turn, k in starts:
-            if not 0 <= turn < traj.num_turns:
-                raise ValueError(f"turn {turn} outside the trajectory's turns [0, {traj.num_turns})")
-            if k < 1:
-                raise ValueError(f"k must be >= 1, got {k}")
-            history = traj.history_before(turn)
-            group = []
-            done_before = self._continued.get((traj.uid, turn), 0)
-            self._continued[(traj.uid, turn)] = done_before + k
-            for j in range(done_before, done_before + k):
-                child = Trajectory(env=traj.env, seed=traj.seed, uid=mix_seed(traj.uid, turn, j, 1),
-                                   task=traj.task,
-                                   tokens=list(history), policy_mask=traj.policy_mask[:len(history)],
-                                   logprobs=traj.logprobs[:len(history)], turns=list(traj.turns[:turn]),
-                                   snapshots=list(traj.snapshots[:turn + 1]), parent=(traj.uid, turn))
-                restores[env] = traj.snapshots[turn]
-                group.append(_Episode(child, env))
-                env += 1
-            forks.append((history, group))
-            out.append([e.traj for e in group])
-        pool.restore_some(restores)
-        self._play(pool, spec, forks, expert)
+            out.append(play.add_continuations(pool, traj, turn, k, list(range(env, env + k))))
+            env += k
+        play.run()
         return out
+
+    def play(self, expert: bool = False) -> "Play":
+        """An incremental episode loop over this rollout's driver (see `Play`)."""
+        return Play(self, expert)
 
     # The loop.
     def _new_uid(self) -> int:
@@ -150,59 +140,16 @@ class Rollout:
     def _max_turns(self, spec) -> int:
         return spec.max_turns if self.config.max_turns is None else self.config.max_turns
 
-    def _request(self, prompt, ep_or_seed, turn: int, context=None, num_samples: int = 1) -> Request:
+    def _request(self, prompt, ep_or_seed, turn: int, spec, context=None, num_samples: int = 1) -> Request:
         cfg = self.config
         return Request(prompt, cfg.sampling, max_new_tokens=cfg.max_action_tokens,
                        seed=mix_seed(cfg.seed, ep_or_seed, turn), num_samples=num_samples,
-                       stop_strings=self._spec.stop_strings, stop_ids=(self.end_id,), context=context,
+                       stop_strings=spec.stop_strings, stop_ids=(self.end_id,), context=context,
                        keep_context=True)
 
     def _fits(self, ep: _Episode, extra: int) -> bool:
         limit = None if self.driver is None else self.driver.engine.max_target_length
         return limit is None or len(ep.traj.tokens) + extra + self.config.max_action_tokens <= limit
-
-    def _play(self, pool: EnvPool, spec, forks: list[tuple[list[int], list[_Episode]]], expert: bool):
-        """Runs every episode of `forks` (groups sharing an opening token history) to its end."""
-        self._spec = spec
-        live: dict[int, list[_Episode]] = {}  # driver ticket -> episodes by sample index
-        ready: list[tuple[_Episode, Completion]] = []
-        waiting: list[_Episode] = []  # expert mode: episodes whose next response is due
-        for history, group in forks:
-            for ep in group:
-                if not self._fits(ep, 0):
-                    self._finish(ep, CONTEXT_LIMIT)
-            group = [ep for ep in group if not ep.traj.finished]
-            if not group:
-                continue
-            if expert:
-                waiting += group
-            else:
-                request = self._request(history, group[0].traj.uid, len(group[0].traj.turns),
-                                        num_samples=len(group))
-                live[self.driver.submit(request)] = group
-        while live or waiting or ready:
-            if expert:
-                ready += self._expert_responses(pool, waiting)
-                waiting = []
-            else:
-                for f in self.driver.step():
-                    ready.append((live[f.ticket][f.sample], f.completion))
-                    live[f.ticket][f.sample] = None
-                    if all(e is None for e in live[f.ticket]):
-                        del live[f.ticket]
-            if not ready:
-                continue
-            results = pool.act({ep.env: self.tokenizer.decode(c.tokens) for ep, c in ready})
-            for ep, c in ready:
-                nxt = self._record(ep, c, results[ep.env], spec)
-                if nxt is None:
-                    continue
-                if expert:
-                    waiting.append(ep)
-                else:
-                    request = self._request(nxt, ep.traj.uid, len(ep.traj.turns), context=c.context)
-                    live[self.driver.submit(request)] = [ep]
-            ready = []
 
     def _expert_responses(self, pool: EnvPool, episodes: list[_Episode]):
         responses = pool.call("expert_response", [ep.env for ep in episodes])
@@ -214,9 +161,10 @@ class Rollout:
             out.append((ep, Completion(tokens, [0.0] * len(tokens), STOP, None)))
         return out
 
-    def _record(self, ep: _Episode, c: Completion, result: tuple, spec) -> list[int] | None:
+    def _record(self, ep: _Episode, c: Completion, result: tuple) -> list[int] | None:
         """Appends the turn to the trajectory; returns the next prompt tokens, or None if it ended."""
         action, obs, reward, done, info, snapshot = result
+        spec = ep.pool.prompt
         traj = ep.traj
         start = len(traj.tokens)
         traj.append(c.tokens, policy=True, logprobs=c.logprobs)
@@ -244,3 +192,121 @@ class Rollout:
         ep.traj.termination = why
         ep.context = None
         return None
+
+
+class Play:
+    """An episode loop that takes new work while it runs: episodes (`add`) and continuations
+    (`add_continuations`) join at any time, in any pool, with a callback when each one ends.
+
+        play = rollout.play()
+        play.add(pool, forks, on_end=lambda traj: ...)
+        while play.busy:
+            play.advance()             # one driver step, then one batched env step per pool
+
+`Rollout.run` and `continue_many` are one `add` + `run`; an RL step that verifies while it rolls
+out calls `advance` itself and adds continuations from the callbacks.
+"""
+
+    def __init__(self, rollout: Rollout, expert: bool = False):
+        self.rollout, self.expert = rollout, expert
+        self.live: dict[int, list[_Episode | None]] = {}  # driver ticket -> episodes by sample index
+        self.waiting: list[_Episode] = []  # expert mode: episodes whose next response is due
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.live or self.waiting)
+
+    def add(self, pool: EnvPool, forks: list[tuple[list[int], list[_Episode]]],
+            on_end: Callable[[Trajectory], None] | None = None) -> None:
+        """Starts every episode of `forks` (groups sharing an opening token history)."""
+        ro = self.rollout
+        for history, group in forks:
+            for ep in group:
+                ep.pool, ep.on_end = pool, on_end
+                if not ro._fits(ep, 0):
+                    self._end(ep, CONTEXT_LIMIT)
+            group = [ep for ep in group if not ep.traj.finished]
+            if not group:
+                continue
+            if self.expert:
+                self.waiting += group
+            else:
+                request = ro._request(history, group[0].traj.uid, len(group[0].traj.turns), pool.prompt,
+                                      num_samples=len(group))
+                self.live[ro.driver.submit(request)] = list(group)
+
+    def add_continuations(self, pool: EnvPool, traj: Trajectory, turn: int, k: int, envs: Sequence[int],
+                          on_end: Callable[[Trajectory], None] | None = None) -> list[Trajectory]:
+        """K continuations of `traj` from the start of `turn` in envs `envs` of `pool` (restored to
+        snapshots[turn]); returns their trajectories (complete once each one's on_end ran)."""
+        ro = self.rollout
+        if not 0 <= turn < traj.num_turns:
+            raise ValueError(f"turn {turn} outside the trajectory's turns [0, {traj.num_turns})")
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        if len(envs) != k:
+            raise ValueError(f"{len(envs)} envs for {k} continuations")
+        history = traj.history_before(turn)
+        done_before = ro._continued.get((traj.uid, turn), 0)
+        ro._continued[(traj.uid, turn)] = done_before + k
+        group = []
+        for j, env in zip(range(done_before, done_before + k), envs):
+            child = Trajectory(env=traj.env, seed=traj.seed, uid=mix_seed(traj.uid, turn, j, 1), task=traj.task,
+                               tokens=list(history), policy_mask=traj.policy_mask[:len(history)],
+                               logprobs=traj.logprobs[:len(history)], turns=list(traj.turns[:turn]),
+                               snapshots=list(traj.snapshots[:turn + 1]), parent=(traj.uid, turn))
+            group.append(_Episode(child, env, pool))
+        pool.restore_some({env: traj.snapshots[turn] for env in envs})
+        self.add(pool, [(history, group)], on_end)
+        return [e.traj for e in group]
+
+    def run(self) -> None:
+        while self.busy:
+            self.advance()
+
+    def advance(self) -> int:
+        """One driver step (or, in expert mode, one expert response for every waiting episode), then
+        the finished responses acted on, one batched env step per pool. Returns how many acted."""
+        ro = self.rollout
+        ready: list[tuple[_Episode, Completion]] = []
+        if self.expert:
+            by_pool: dict[int, list[_Episode]] = {}
+            for ep in self.waiting:
+                by_pool.setdefault(id(ep.pool), []).append(ep)
+            self.waiting = []
+            for eps in by_pool.values():
+                ready += ro._expert_responses(eps[0].pool, eps)
+        else:
+            for f in ro.driver.step():
+                eps = self.live[f.ticket]
+                ready.append((eps[f.sample], f.completion))
+                eps[f.sample] = None
+                if all(e is None for e in eps):
+                    del self.live[f.ticket]
+        if not ready:
+            return 0
+        by_pool: dict[int, list[tuple[_Episode, Completion]]] = {}
+        for ep, c in ready:
+            by_pool.setdefault(id(ep.pool), []).append((ep, c))
+        for pairs in by_pool.values():
+            pool = pairs[0][0].pool
+            results = pool.act({ep.env: ro.tokenizer.decode(c.tokens) for ep, c in pairs})
+            for ep, c in pairs:
+                nxt = ro._record(ep, c, results[ep.env])
+                if nxt is None:
+                    self._ended(ep)
+                elif self.expert:
+                    self.waiting.append(ep)
+                else:
+                    request = ro._request(nxt, ep.traj.uid, len(ep.traj.turns), pool.prompt, context=c.context)
+                    self.live[ro.driver.submit(request)] = [ep]
+        return len(ready)
+
+    def _end(self, ep: _Episode, why: str) -> None:
+        self.rollout._finish(ep, why)
+        self._ended(ep)
+
+    @staticmethod
+    def _ended(ep: _Episode) -> None:
+        if ep.on_end is not None:
+            ep.on_end(ep.traj)

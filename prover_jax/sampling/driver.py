@@ -28,8 +28,10 @@ from typing import Any, Callable, Sequence
 import jax
 import numpy as np
 
-from prover_jax.sampling.engine import Engine, Prefix, bucket
+from prover_jax.sampling.engine import (MAX_STOP_IDS, RUNNING, STOPPED_ID, STOPPED_LENGTH, STOPPED_STRING,
+                                        Engine, Prefix, bucket)
 from prover_jax.sampling.sampler import SamplingParams
+from prover_jax.sampling.stops import StopSpec, StopStrings, token_bytes
 
 STOP, LENGTH, CACHE_FULL = "stop", "length", "cache_full"
 
@@ -106,6 +108,7 @@ class _Job:
     request: Request
     tokens: np.ndarray  # what to prefill: [context's last token] + prompt
     length0: int  # sequence length after the prefill (tokens in the cache)
+    stops: StopSpec | None = None
 
 
 @dataclasses.dataclass
@@ -113,6 +116,16 @@ class _Sample:
     job: _Job
     index: int
     completion: Completion
+    first: tuple | None = None  # (token_N, logprob_N, j): its first token, still on the device
+    done: bool = False
+
+
+@dataclasses.dataclass
+class _Call:
+    """A dispatched generate call: its results (on the device) and the samples it stepped."""
+
+    result: Any
+    occupants: dict[int, _Sample]
 
 
 class Driver:
@@ -122,22 +135,46 @@ class Driver:
         engine: the decode engine.
         params: weights passed to the engine (default: `engine.load_params()`); see `update_params`.
         eos_ids: token ids that end every request.
-        decode_fn: token ids -> text, needed for stop strings.
+        decode_fn: token ids -> text; with it (or `tokenizer`) requests may have stop strings.
+        tokenizer: an HF tokenizer, for the exact bytes of every token (stop strings); preferred over
+            decode_fn, which is asked for one token at a time.
         min_bucket: prompt pieces are padded to powers of two >= min_bucket (capped at
             max_prefill_length), bounding the number of prefill compilations.
+        steps_per_call: decode steps per jitted generate call (end conditions are checked on the
+            device after every step; a finished slot waits for the call to end).
+        max_stop_strings: distinct stop strings tracked over the driver's life.
+
+    The host never waits for a decode step it just dispatched: `step` dispatches the next call, then
+    reads the previous one's tokens (the device computes while the host does bookkeeping), and
+    admissions (batched prefills and inserts) are dispatched behind it without reading anything back.
     """
 
     def __init__(self, engine: Engine, params: Any = None, eos_ids: Sequence[int] = (),
-                 decode_fn: Callable[[list[int]], str] | None = None, min_bucket: int = 8):
+                 decode_fn: Callable[[list[int]], str] | None = None, min_bucket: int = 8,
+                 tokenizer: Any = None, steps_per_call: int = 1, max_stop_strings: int | None = None):
+        if steps_per_call < 1:
+            raise ValueError(f"steps_per_call must be >= 1, got {steps_per_call}")
         self.engine = engine
         self.params = engine.load_params() if params is None else params
-        self.eos_ids = frozenset(int(i) for i in eos_ids)
+        self.eos_ids = tuple(sorted(frozenset(int(i) for i in eos_ids)))
+        if len(self.eos_ids) > MAX_STOP_IDS:
+            raise ValueError(f"{len(self.eos_ids)} eos ids exceed {MAX_STOP_IDS}")
         self.decode_fn = decode_fn
+        self.tokenizer = tokenizer
+        if decode_fn is None and tokenizer is not None:
+            self.decode_fn = tokenizer.decode
         self.min_bucket = min_bucket
+        self.steps_per_call = int(steps_per_call)
+        if max_stop_strings is not None and max_stop_strings != engine.max_stop_strings:
+            raise ValueError(f"max_stop_strings {max_stop_strings}: the engine tracks "
+                             f"{engine.max_stop_strings} (Engine(max_stop_strings=...))")
+        self._stops: StopStrings | None = None
         self._state = None
         self._queue: collections.deque[_Job] = collections.deque()
         self._inserts: collections.deque[tuple[Prefix, int, _Sample]] = collections.deque()
         self._busy: dict[int, _Sample] = {}
+        self._calls: collections.deque[_Call] = collections.deque()
+        self._firsts: list[_Sample] = []  # samples whose first token is not read yet
         self._done: list[Finished] = []
         self._tickets = 0
         self.stats = collections.Counter()
@@ -149,12 +186,22 @@ class Driver:
 
     @property
     def idle(self) -> bool:
-        return not (self._queue or self._inserts or self._busy)
+        return not (self._queue or self._inserts or self._busy or self._calls)
 
     def _state_now(self):
         if self._state is None:
             self._state = self.engine.init_decode_state()
         return self._state
+
+    def stop_strings(self) -> StopStrings:
+        """The registry of stop strings (built on first use from the tokenizer's token bytes)."""
+        if self._stops is None:
+            if self.tokenizer is not None:
+                tokens = token_bytes(self.tokenizer, self.engine.config.vocab_size)
+            else:
+                tokens = [self.decode_fn([t]).encode() for t in range(self.engine.config.vocab_size)]
+            self._stops = StopStrings(tokens, capacity=self.engine.max_stop_strings)
+        return self._stops
 
     # Submission.
     def _job(self, request: Request) -> _Job:
@@ -176,8 +223,12 @@ class Driver:
             raise ValueError(f"sequence of {length0} tokens exceeds max_target_length "
                              f"{self.engine.max_target_length}")
         if request.stop_strings and self.decode_fn is None:
-            raise ValueError("stop_strings need a Driver built with decode_fn")
-        return _Job(-1, request, tokens, length0)
+            raise ValueError("stop_strings need a Driver built with decode_fn (or tokenizer)")
+        ids = tuple(sorted(set(self.eos_ids) | {int(i) for i in request.stop_ids}))
+        if len(ids) > MAX_STOP_IDS:
+            raise ValueError(f"{len(ids)} stop ids (eos ids included) exceed {MAX_STOP_IDS}")
+        rows = tuple(self.stop_strings().index(x) for x in request.stop_strings)
+        return _Job(-1, request, tokens, length0, StopSpec(request.max_new_tokens, ids, rows))
 
     def submit(self, request: Request) -> int:
         """Queues `request`; returns its ticket. Bad requests raise ValueError and queue nothing."""
@@ -210,54 +261,72 @@ class Driver:
 
     # Stepping.
     def step(self) -> list[Finished]:
-        """Admits queued work into free slots, advances every busy slot by one token; returns the
-        samples that finished (also those finished at prefill)."""
+        """Dispatches the next decode call for the busy slots, reads the previous call's tokens,
+        admits queued work into the freed slots; returns the samples that finished."""
         done, self._done = self._done, []
-        self._admit(done)
-        if not self._busy:
-            return done
-        engine = self.engine
-        self._state, result = engine.generate(self.params, self._state)
-        tokens, logprobs, valid = jax.device_get((result.tokens, result.logprobs, result.valid))
-        self.stats["decode_steps"] += 1
-        self.stats["decode_tokens"] += len(self._busy)
-        for slot, s in list(self._busy.items()):
-            c = s.completion
-            if valid[slot]:
-                c.tokens.append(int(tokens[slot]))
-                c.logprobs.append(float(logprobs[slot]))
-                ended = self._check_end(s)
-            else:
-                c.finish_reason, ended = CACHE_FULL, True
-            if ended:
-                if s.job.request.keep_context and c.finish_reason != CACHE_FULL:
-                    c.context = self._context(engine.extract(self._state, slot), s)
-                self._state = engine.deactivate(self._state, slot)
-                engine.free_resource(slot)
-                del self._busy[slot]
-                done.append(Finished(s.job.ticket, s.index, c))
+        if self._busy:
+            self._dispatch()
+        if len(self._calls) > 1 or (self._calls and not self._busy):
+            self._read(self._calls.popleft(), done)
+        self._admit()
+        if not self._calls and self._busy:  # first call after an idle driver: start the pipeline
+            self._dispatch()
         return done
 
-    def _context(self, prefix: Prefix, s: _Sample) -> Context:
+    def _dispatch(self) -> None:
+        table = None if self._stops is None else self._stops.table()
+        self._state, result = self.engine.generate(self.params, self._state, stop_table=table,
+                                                   steps=self.steps_per_call)
+        self._calls.append(_Call(result, dict(self._busy)))
+        self.stats["decode_calls"] += 1
+
+    def _read(self, call: _Call, done: list[Finished]) -> None:
+        """Host bookkeeping of one finished call: tokens appended, ended samples finished."""
+        r = call.result
+        firsts, self._firsts = self._firsts, []
+        got = jax.device_get(((r.tokens, r.logprobs, r.valid, r.reason, r.hit),
+                              [(s.first[0], s.first[1]) for s in firsts]))
+        (tokens, logprobs, valid, reason, hit), first_values = got
+        for s, (tok_N, lp_N) in zip(firsts, first_values):
+            j = s.first[2]
+            s.completion.tokens.append(int(tok_N[j]))
+            s.completion.logprobs.append(float(lp_N[j]))
+            s.first = None
+        tokens, logprobs, valid = (np.asarray(x).reshape(-1, tokens.shape[-1]) for x in (tokens, logprobs, valid))
+        steps = int(valid.sum())
+        self.stats["decode_steps"] += tokens.shape[0]
+        self.stats["decode_tokens"] += steps
+        for slot, s in call.occupants.items():
+            if s.done:
+                continue
+            c = s.completion
+            ok = valid[:, slot]
+            if ok.any():
+                c.tokens += tokens[ok, slot].tolist()
+                c.logprobs += logprobs[ok, slot].tolist()
+            why = int(reason[slot])
+            if why != RUNNING:
+                self._finish(slot, s, why, int(hit[slot]), done)
+
+    def _finish(self, slot: int, s: _Sample, why: int, hit: int, done: list[Finished]) -> None:
         c = s.completion
-        return Context(prefix=prefix, length=s.job.length0 + len(c.tokens), last_token=c.tokens[-1])
-
-    def _check_end(self, s: _Sample) -> bool:
-        c, r = s.completion, s.job.request
-        last = c.tokens[-1]
-        if last in self.eos_ids or last in r.stop_ids:
-            c.finish_reason, c.stop = STOP, last
-        elif r.stop_strings:
-            window = max(len(x.encode()) for x in r.stop_strings) + 1  # >= 1 byte per token
-            text = self.decode_fn(c.tokens[-window:])
-            hit = [x for x in r.stop_strings if x in text]
-            if hit:
-                c.finish_reason, c.stop = STOP, hit[0]
-        if c.finish_reason is None and len(c.tokens) >= r.max_new_tokens:
+        if why == STOPPED_ID:
+            c.finish_reason, c.stop = STOP, c.tokens[-1]
+        elif why == STOPPED_STRING:
+            c.finish_reason, c.stop = STOP, self._stops.strings[hit]
+        elif why == STOPPED_LENGTH:
             c.finish_reason = LENGTH
-        return c.finish_reason is not None
+        else:
+            c.finish_reason = CACHE_FULL
+        if s.job.request.keep_context and c.finish_reason != CACHE_FULL:
+            c.context = Context(prefix=self.engine.extract(self._state, slot),
+                                length=s.job.length0 + len(c.tokens), last_token=c.tokens[-1])
+        self.engine.free_resource(slot)
+        s.done = True
+        del self._busy[slot]
+        done.append(Finished(s.job.ticket, s.index, c))
 
-    def _admit(self, done: list[Finished]) -> None:
+    def _admit(self) -> None:
         engine = self.engine
         free = [s for s in range(engine.max_concurrent_decodes) if s not in self._busy]
         wanted = len(self._inserts)
@@ -267,60 +336,62 @@ class Driver:
             jobs.append(job)
             wanted += job.request.num_samples
         if jobs:
-            self._prefill(jobs, done)
+            self._prefill(jobs)
         if not self._inserts or not free:
             return
         state = self._state_now()
-        by_prefix: dict[int, tuple[Prefix, list[int], list[int]]] = {}
+        table = None if self._stops is None else self._stops.table()
+        by_prefix: dict[int, tuple[Prefix, list[int], list[int], list[StopSpec]]] = {}
         while self._inserts and free:
             prefix, j, s = self._inserts.popleft()
             slot = free.pop(0)
-            entry = by_prefix.setdefault(id(prefix), (prefix, [], []))
+            entry = by_prefix.setdefault(id(prefix), (prefix, [], [], []))
             entry[1].append(slot)
             entry[2].append(j)
+            entry[3].append(s.job.stops)
+            s.first = (prefix.token_N, prefix.logprob_N, j)
+            self._firsts.append(s)
             self._busy[slot] = s
-        for prefix, slots, samples in by_prefix.values():
-            state = engine.bulk_insert(prefix, state, slots, samples)
+        for prefix, slots, samples, stops in by_prefix.values():
+            state = engine.bulk_insert(prefix, state, slots, samples, stops=stops, stop_table=table)
         self._state = state
+        self.stats["admitted"] += sum(len(e[1]) for e in by_prefix.values())
 
-    def _prefill(self, jobs: list[_Job], done: list[Finished]) -> None:
-        """Prefills `jobs` (one batched call per length bucket), samples their first tokens and
-        queues the samples that go on for insertion."""
+    def _prefill(self, jobs: list[_Job]) -> None:
+        """Prefills `jobs` (one batched call per length bucket; nothing is read back) and queues
+        their samples for insertion."""
         engine, step = self.engine, self.engine.max_prefill_length
-        groups: dict[int, list[tuple[_Job, Prefix | None, np.ndarray]]] = {}
+        groups: dict[int, list[tuple[_Job, Prefix | None, int, np.ndarray]]] = {}
         for job in jobs:
             ctx = job.request.context
             existing = None if ctx is None else ctx.prefix
+            start = 0 if ctx is None else ctx.length - 1  # tokens in the context's cache
             tokens = job.tokens
             while tokens.size > step:  # leading pieces of a long prompt, one by one
-                existing, _ = engine.prefill(params=self.params, existing_prefix=existing,
-                                             padded_tokens=tokens[:step], true_length=step)
+                existing = engine.prefill_batch(  # one row, one sample
+                    params=self.params, padded_tokens=tokens[None, :step], true_lengths=[step],
+                    samplers=[SamplingParams()], rngs=[None], num_samples=[1], existing_prefixes=[existing],
+                    existing_lengths=[start])
+                start += step
                 tokens = tokens[step:]
                 self.stats["prefill_calls"] += 1
                 self.stats["prefill_tokens"] += step
             size = min(bucket(tokens.size, self.min_bucket), step)
-            groups.setdefault(size, []).append((job, existing, tokens))
+            groups.setdefault(size, []).append((job, existing, start, tokens))
         for size, group in groups.items():
             padded = np.zeros((len(group), size), np.int32)
-            for b, (_, _, tokens) in enumerate(group):
+            for b, (_, _, _, tokens) in enumerate(group):
                 padded[b, :tokens.size] = tokens
             prefix = engine.prefill_batch(
-                params=self.params, padded_tokens=padded, true_lengths=[t.size for _, _, t in group],
-                samplers=[j.request.sampling for j, _, _ in group],
-                rngs=[j.request.seed for j, _, _ in group],
-                num_samples=[j.request.num_samples for j, _, _ in group],
-                existing_prefixes=[e for _, e, _ in group])
+                params=self.params, padded_tokens=padded, true_lengths=[t.size for *_, t in group],
+                samplers=[j.request.sampling for j, *_ in group],
+                rngs=[j.request.seed for j, *_ in group],
+                num_samples=[j.request.num_samples for j, *_ in group],
+                existing_prefixes=[e for _, e, _, _ in group], existing_lengths=[n for _, _, n, _ in group])
             self.stats["prefill_calls"] += 1
-            self.stats["prefill_tokens"] += sum(t.size for _, _, t in group)
-            first, logprob = jax.device_get((prefix.token_N, prefix.logprob_N))
+            self.stats["prefill_tokens"] += sum(t.size for *_, t in group)
             j = 0
-            for job, _, _ in group:
+            for job, *_ in group:
                 for i in range(job.request.num_samples):
-                    s = _Sample(job, i, Completion([int(first[j])], [float(logprob[j])]))
-                    if self._check_end(s):
-                        if job.request.keep_context:
-                            s.completion.context = self._context(engine.select(prefix, j), s)
-                        done.append(Finished(job.ticket, i, s.completion))
-                    else:
-                        self._inserts.append((prefix, j, s))
+                    self._inserts.append((prefix, j, _Sample(job, i, Completion([], []))))
                     j += 1

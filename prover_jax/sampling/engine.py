@@ -42,6 +42,7 @@ from jax.sharding import Mesh
 
 from prover_jax.models.qwen3_5.model import Cache, Qwen3_5, cache_axes, init_cache
 from prover_jax.sampling.sampler import SamplingParams, sample
+from prover_jax.sampling.stops import StopSpec, StopTable
 from prover_jax.sharding import tree_shardings
 
 
@@ -74,6 +75,20 @@ class DecodeState:
     top_k_S: jax.Array
     top_p_S: jax.Array
     active_S: jax.Array  # bool
+    # end conditions, checked on the device (see `StopSpec`; a finished slot stops and is frozen)
+    count_S: jax.Array  # int32, tokens sampled so far by the slot's request (the first one included)
+    max_new_S: jax.Array  # int32, its token budget
+    stop_ids_SxK: jax.Array  # int32, ids that end it (-1: none)
+    stop_on_SxP: jax.Array  # bool, which stop strings of the StopTable end it
+    stop_q_SxP: jax.Array  # int32, automaton state of each stop string
+    reason_S: jax.Array  # int32, RUNNING or why the slot stopped
+    hit_S: jax.Array  # int32, row of the stop string that ended it (-1: none)
+
+
+# reason_S codes
+RUNNING, STOPPED_ID, STOPPED_STRING, STOPPED_LENGTH, STOPPED_CACHE_FULL = 0, 1, 2, 3, 4
+MAX_STOP_IDS = 8  # stop ids per request (eos ids included)
+NO_LIMIT = np.iinfo(np.int32).max
 
 
 @flax.struct.dataclass
@@ -84,6 +99,8 @@ class ResultTokens:
     tokens: jax.Array  # int32
     logprobs: jax.Array  # fp32
     valid: jax.Array  # bool
+    reason: jax.Array | None = None  # int32 [slots]: reason_S after the call (generate only)
+    hit: jax.Array | None = None  # int32 [slots]: hit_S after the call
 
     def get_result_at_slot(self, slot: int) -> tuple[int, float, bool]:
         """(token, logprob, valid) of one slot as Python values (host transfer)."""
@@ -124,7 +141,8 @@ class Engine:
     """
 
     def __init__(self, model: Qwen3_5, *, max_concurrent_decodes: int, max_prefill_length: int,
-                 max_target_length: int, cache_dtype=None, mesh: Mesh | None = None):
+                 max_target_length: int, cache_dtype=None, mesh: Mesh | None = None,
+                 max_stop_strings: int = 4):
         if max_prefill_length > max_target_length:
             raise ValueError(f"max_prefill_length {max_prefill_length} exceeds max_target_length "
                              f"{max_target_length}")
@@ -137,10 +155,14 @@ class Engine:
         self.max_target_length = int(max_target_length)
         self.cache_dtype = model.dtype if cache_dtype is None else cache_dtype
         self._mesh = model.mesh if mesh is None else mesh
+        self.max_stop_strings = int(max_stop_strings)
+        V = self.config.vocab_size
+        self.no_stops = StopTable(jnp.zeros((self.max_stop_strings, 1, V), jnp.int16),
+                                  jnp.full((self.max_stop_strings,), NO_LIMIT, jnp.int32))
         state_sh = self._state_shardings()
         self._init_state = jax.jit(self._init_state_impl, out_shardings=state_sh)
         self._prefill = jax.jit(self._prefill_impl)
-        self._generate = jax.jit(self._generate_impl, donate_argnums=(1,),
+        self._generate = jax.jit(self._generate_impl, donate_argnums=(1,), static_argnums=(3,),
                                  out_shardings=None if state_sh is None else (state_sh, None))
         self._insert = jax.jit(self._insert_impl, donate_argnums=(1,), out_shardings=state_sh)
         self._extract = jax.jit(self._extract_impl)
@@ -181,9 +203,11 @@ class Engine:
             return None
         mesh = self._mesh
         abstract = jax.eval_shape(self._init_state_impl)
-        axes = DecodeState(cache=cache_axes(self.config, mesh.shape.get("tensor", 1)), tokens_S=("cache_batch",),
-                           rng_Sx2=("cache_batch", None), temperature_S=("cache_batch",),
-                           top_k_S=("cache_batch",), top_p_S=("cache_batch",), active_S=("cache_batch",))
+        one, two = ("cache_batch",), ("cache_batch", None)
+        axes = DecodeState(cache=cache_axes(self.config, mesh.shape.get("tensor", 1)), tokens_S=one,
+                           rng_Sx2=two, temperature_S=one, top_k_S=one, top_p_S=one, active_S=one,
+                           count_S=one, max_new_S=one, stop_ids_SxK=two, stop_on_SxP=two, stop_q_SxP=two,
+                           reason_S=one, hit_S=one)
         return tree_shardings(axes, abstract, mesh)
 
     def _init_state_impl(self) -> DecodeState:
@@ -192,7 +216,12 @@ class Engine:
             cache=init_cache(self.config, S, self.max_target_length, self.cache_dtype),
             tokens_S=jnp.zeros((S,), jnp.int32), rng_Sx2=jnp.zeros((S, 2), jnp.uint32),
             temperature_S=jnp.zeros((S,), jnp.float32), top_k_S=jnp.zeros((S,), jnp.int32),
-            top_p_S=jnp.ones((S,), jnp.float32), active_S=jnp.zeros((S,), bool))
+            top_p_S=jnp.ones((S,), jnp.float32), active_S=jnp.zeros((S,), bool),
+            count_S=jnp.zeros((S,), jnp.int32), max_new_S=jnp.full((S,), NO_LIMIT, jnp.int32),
+            stop_ids_SxK=jnp.full((S, MAX_STOP_IDS), -1, jnp.int32),
+            stop_on_SxP=jnp.zeros((S, self.max_stop_strings), bool),
+            stop_q_SxP=jnp.zeros((S, self.max_stop_strings), jnp.int32),
+            reason_S=jnp.zeros((S,), jnp.int32), hit_S=jnp.full((S,), -1, jnp.int32))
 
     def init_decode_state(self, *args, **kwargs) -> DecodeState:
         """All slots empty and inactive (sharded over the mesh when there is one)."""
@@ -251,10 +280,13 @@ class Engine:
 
     def prefill_batch(self, *, params, padded_tokens, true_lengths: Sequence[int],
                       samplers: Sequence[SamplingParams], rngs: Sequence[Any],
-                      num_samples: Sequence[int], existing_prefixes: Sequence[Prefix | None]) -> Prefix:
+                      num_samples: Sequence[int], existing_prefixes: Sequence[Prefix | None],
+                      existing_lengths: Sequence[int] | None = None) -> Prefix:
         """Prefills B prompts in ONE call (rows padded to a power of two) and draws num_samples[b]
         first tokens from row b. Returns a Prefix with R >= B rows and N >= sum(num_samples) samples,
-        the samples of row b being consecutive (padding samples and rows come last; ignore them)."""
+        the samples of row b being consecutive (padding samples and rows come last; ignore them).
+        existing_lengths[b]: tokens already in existing_prefixes[b]'s cache, when the caller knows
+        them (default: read from the device, which waits for that prefix to be computed)."""
         tokens = np.asarray(padded_tokens)
         if tokens.ndim != 2:
             raise ValueError(f"padded_tokens must be [B, T], got shape {tokens.shape}")
@@ -277,7 +309,12 @@ class Engine:
             existing = existing_prefixes[b]
             if existing is not None and existing.cache.pos.shape[0] != 1:
                 raise ValueError("existing_prefix must hold a single cache row")
-            start = 0 if existing is None else int(existing.cache.pos[0])
+            if existing is None:
+                start = 0
+            elif existing_lengths is not None:
+                start = int(existing_lengths[b])
+            else:
+                start = int(existing.cache.pos[0])
             if start + n > self.max_target_length:
                 raise ValueError(f"prompt of {start + n} tokens exceeds max_target_length "
                                  f"{self.max_target_length}")
@@ -337,8 +374,13 @@ class Engine:
         return self.bulk_insert(prefix, decode_state, [slot], samples=[0])
 
     def bulk_insert(self, prefix: Prefix, decode_state: DecodeState, slots: Sequence[int],
-                    samples: Sequence[int] | None = None) -> DecodeState:
-        """Sample samples[i] (default i) of `prefix` goes to slot slots[i]; the cache row is copied."""
+                    samples: Sequence[int] | None = None, stops: Sequence[StopSpec] | None = None,
+                    stop_table: StopTable | None = None) -> DecodeState:
+        """Sample samples[i] (default i) of `prefix` goes to slot slots[i]; the cache row is copied.
+
+        stops[i] (default: no end condition) are the sample's end conditions, checked on the device
+        from its first token on (rows of `stop_table`); a sample whose first token already ends it is
+        inserted stopped, with its reason."""
         slots = [int(s) for s in slots]
         samples = list(range(len(slots))) if samples is None else [int(j) for j in samples]
         if len(samples) != len(slots):
@@ -349,25 +391,63 @@ class Engine:
             raise ValueError(f"bulk_insert: repeated slots {slots}")
         if any(not 0 <= j < prefix.num_samples for j in samples):
             raise ValueError(f"bulk_insert: samples {samples} outside [0, {prefix.num_samples})")
-        M = bucket(len(slots))
+        if stops is not None and len(stops) != len(slots):
+            raise ValueError("bulk_insert: one StopSpec per slot")
+        M, P = bucket(len(slots)), self.max_stop_strings
         slot_M = np.full((M,), self._slots, np.int32)  # padding writes are dropped (out of range)
         slot_M[:len(slots)] = slots
         sample_M = np.zeros((M,), np.int32)
         sample_M[:len(samples)] = samples
-        return self._insert(prefix, decode_state, jnp.asarray(slot_M), jnp.asarray(sample_M))
+        max_new_M = np.full((M,), NO_LIMIT, np.int32)
+        ids_MxK = np.full((M, MAX_STOP_IDS), -1, np.int32)
+        on_MxP = np.zeros((M, P), bool)
+        for i, spec in enumerate(stops or ()):
+            if len(spec.stop_ids) > MAX_STOP_IDS:
+                raise ValueError(f"{len(spec.stop_ids)} stop ids (eos included) exceed {MAX_STOP_IDS}")
+            if any(not 0 <= r < P for r in spec.stop_rows):
+                raise ValueError(f"stop string rows {spec.stop_rows} outside [0, {P})")
+            max_new_M[i] = spec.max_new_tokens
+            ids_MxK[i, :len(spec.stop_ids)] = spec.stop_ids
+            on_MxP[i, list(spec.stop_rows)] = True
+        table = self.no_stops if stop_table is None else stop_table
+        return self._insert(prefix, decode_state, jnp.asarray(slot_M), jnp.asarray(sample_M),
+                            jnp.asarray(max_new_M), jnp.asarray(ids_MxK), jnp.asarray(on_MxP), table)
 
     @staticmethod
-    def _insert_impl(prefix: Prefix, state: DecodeState, slot_M, sample_M):
+    def _ends(token_S, count_S, max_new_S, stop_ids_SxK, stop_on_SxP, q_SxP, table: StopTable):
+        """(reason_S, hit_S, q_SxP) after `token_S` was sampled as the count_S-th token: stop ids
+        first, then stop strings (automaton step), then the token budget."""
+        P = q_SxP.shape[1]
+        q_SxP = table.next_PxQxV[jnp.arange(P)[None, :], q_SxP, token_S[:, None]].astype(jnp.int32)
+        matched_SxP = stop_on_SxP & (q_SxP >= table.length_P[None, :])
+        by_id = jnp.any(token_S[:, None] == stop_ids_SxK, axis=1)
+        by_string = jnp.any(matched_SxP, axis=1)
+        reason = jnp.where(by_id, STOPPED_ID, jnp.where(by_string, STOPPED_STRING, jnp.where(
+            count_S >= max_new_S, STOPPED_LENGTH, RUNNING)))
+        hit = jnp.where(by_string & ~by_id, jnp.argmax(matched_SxP, axis=1), -1)
+        return reason.astype(jnp.int32), hit.astype(jnp.int32), q_SxP
+
+    @staticmethod
+    def _insert_impl(prefix: Prefix, state: DecodeState, slot_M, sample_M, max_new_M, ids_MxK, on_MxP,
+                     table: StopTable):
         row_M = prefix.row_N[sample_M]
         put = lambda dst, src: dst.at[slot_M].set(src.astype(dst.dtype), mode="drop")
         cache = jax.tree.map(lambda d, p: put(d, p[row_M]), state.cache, prefix.cache)
+        token_M = prefix.token_N[sample_M]
+        count_M = jnp.ones(slot_M.shape, jnp.int32)
+        q0 = jnp.zeros(on_MxP.shape, jnp.int32)
+        reason_M, hit_M, q_M = Engine._ends(token_M, count_M, max_new_M, ids_MxK, on_MxP, q0, table)
         return DecodeState(
-            cache=cache, tokens_S=put(state.tokens_S, prefix.token_N[sample_M]),
+            cache=cache, tokens_S=put(state.tokens_S, token_M),
             rng_Sx2=put(state.rng_Sx2, prefix.rng_Nx2[sample_M]),
             temperature_S=put(state.temperature_S, prefix.temperature_N[sample_M]),
             top_k_S=put(state.top_k_S, prefix.top_k_N[sample_M]),
             top_p_S=put(state.top_p_S, prefix.top_p_N[sample_M]),
-            active_S=put(state.active_S, jnp.ones(slot_M.shape, bool)))
+            active_S=put(state.active_S, reason_M == RUNNING),
+            count_S=put(state.count_S, count_M), max_new_S=put(state.max_new_S, max_new_M),
+            stop_ids_SxK=put(state.stop_ids_SxK, ids_MxK), stop_on_SxP=put(state.stop_on_SxP, on_MxP),
+            stop_q_SxP=put(state.stop_q_SxP, q_M), reason_S=put(state.reason_S, reason_M),
+            hit_S=put(state.hit_S, hit_M))
 
     def extract(self, decode_state: DecodeState, slot: int) -> Prefix:
         """The live sequence of `slot` as a Prefix (R = N = 1): its cache and its last sampled token
@@ -400,22 +480,46 @@ class Engine:
                       top_k_N=one(state.top_k_S), top_p_N=one(state.top_p_S))
 
     # Generate.
-    def generate(self, params, decode_state: DecodeState) -> tuple[DecodeState, ResultTokens]:
-        """One decode step for every slot: feeds each active slot's last token, samples the next."""
-        return self._generate(params, decode_state)
+    def generate(self, params, decode_state: DecodeState, stop_table: StopTable | None = None,
+                 steps: int = 1) -> tuple[DecodeState, ResultTokens]:
+        """`steps` decode steps (one jitted call) for every active slot: each feeds the slot's last
+        token and samples the next. A slot whose end condition fires (its StopSpec; or its cache is
+        full) becomes inactive with its reason and is not touched again until the next insert, so
+        results can be read calls later. Result arrays are [slots] for steps=1, else [steps, slots];
+        `reason` / `hit` are the slots' reason_S / hit_S after the call."""
+        table = self.no_stops if stop_table is None else stop_table
+        state, result = self._generate(params, decode_state, table, int(steps))
+        if steps == 1:
+            result = result.replace(tokens=result.tokens[0], logprobs=result.logprobs[0],
+                                    valid=result.valid[0])
+        return state, result
 
-    def _generate_impl(self, params, state: DecodeState):
+    def _generate_impl(self, params, state: DecodeState, table: StopTable, steps: int):
         model = nnx.merge(self._graphdef, params)
-        step_S = state.active_S & (state.cache.pos < self.max_target_length)
-        logits_Sx1xV, cache = model(state.tokens_S[:, None], cache=state.cache,
-                                    valid_len_B=step_S.astype(jnp.int32))
-        keys_Sx2x2 = jax.vmap(jax.random.split)(state.rng_Sx2)
-        tokens_S, logprobs_S = sample(logits_Sx1xV[:, 0], keys_Sx2x2[:, 0], state.temperature_S,
-                                      state.top_k_S, state.top_p_S)
-        tokens_S = jnp.where(step_S, tokens_S, state.tokens_S)
-        rng = jnp.where(step_S[:, None], keys_Sx2x2[:, 1], state.rng_Sx2)
-        new_state = state.replace(cache=cache, tokens_S=tokens_S, rng_Sx2=rng)
-        return new_state, ResultTokens(tokens_S, logprobs_S, step_S)
+
+        def one(state: DecodeState, _):
+            full_S = state.active_S & (state.cache.pos >= self.max_target_length)
+            step_S = state.active_S & ~full_S
+            logits_Sx1xV, cache = model(state.tokens_S[:, None], cache=state.cache,
+                                        valid_len_B=step_S.astype(jnp.int32))
+            keys_Sx2x2 = jax.vmap(jax.random.split)(state.rng_Sx2)
+            tokens_S, logprobs_S = sample(logits_Sx1xV[:, 0], keys_Sx2x2[:, 0], state.temperature_S,
+                                          state.top_k_S, state.top_p_S)
+            tokens_S = jnp.where(step_S, tokens_S, state.tokens_S)
+            count_S = state.count_S + step_S
+            reason_S, hit_S, q_SxP = self._ends(tokens_S, count_S, state.max_new_S, state.stop_ids_SxK,
+                                                state.stop_on_SxP, state.stop_q_SxP, table)
+            reason_S = jnp.where(full_S, STOPPED_CACHE_FULL, jnp.where(step_S, reason_S, state.reason_S))
+            new = state.replace(
+                cache=cache, tokens_S=tokens_S, count_S=count_S,
+                rng_Sx2=jnp.where(step_S[:, None], keys_Sx2x2[:, 1], state.rng_Sx2),
+                stop_q_SxP=jnp.where(step_S[:, None], q_SxP, state.stop_q_SxP),
+                hit_S=jnp.where(step_S, hit_S, state.hit_S), reason_S=reason_S,
+                active_S=state.active_S & (reason_S == RUNNING))
+            return new, (tokens_S, logprobs_S, step_S)
+
+        state, (tokens, logprobs, valid) = jax.lax.scan(one, state, None, length=steps)
+        return state, ResultTokens(tokens, logprobs, valid, state.reason_S, state.hit_S)
 
     def compiled_shapes(self) -> dict[str, int]:
         """Number of compiled variants per entry point (a weight swap must not add any)."""

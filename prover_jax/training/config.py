@@ -67,6 +67,7 @@ def default_config() -> ml_collections.ConfigDict:
     c.rollout.max_turns = 0  # 0: the family's own turn limit
     c.rollout.system_prompt = ""  # "": the family's own system prompt; else this text replaces it
     c.rollout.max_concurrent_decodes = 32  # engine slots
+    c.rollout.decode_steps_per_call = 1  # decode steps per jitted call (end conditions checked on device)
     c.rollout.max_prefill_length = 1024
     c.rollout.max_target_length = 4096  # longest episode (tokens); longer ones end as context_limit
 

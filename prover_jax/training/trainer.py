@@ -113,7 +113,7 @@ class Trainer:
         eos = set(model.config.eos_ids) | {self.tokenizer.convert_tokens_to_ids(c_) for c_ in ("<|im_end|>",)
                                           if c_ in self.tokenizer.get_vocab()}
         self.driver = Driver(self.engine, params=self.sync(self.state.params), eos_ids=sorted(eos),
-                             decode_fn=self.tokenizer.decode)
+                             tokenizer=self.tokenizer, steps_per_call=r.decode_steps_per_call)
         sampling = SamplingParams(temperature=r.temperature, top_k=r.top_k, top_p=r.top_p)
         self.rollout = Rollout(self.driver, self.tokenizer, self.rollout_config(sampling))
         self.greedy = Rollout(self.driver, self.tokenizer, self.rollout_config(SamplingParams()))

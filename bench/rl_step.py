@@ -1,0 +1,268 @@
+"""Steady-state RL step time on the demo setting: credit `grpo` vs `prover`, in ONE process.
+
+    python bench/rl_step.py [--workdir=runs/bench_rl_step] [--warmup=2] [--steps=4]
+                            [--variants=grpo,prover,prover_openai] [--judge_latency_s=0.5]
+
+A policy that produces mixed groups comes first: a short SFT warm start on the demo config
+(--sft_steps), cached in WORKDIR/sft and reused by later runs. Every variant then starts from that
+checkpoint (a copy of WORKDIR/sft in WORKDIR/<variant>), runs --warmup untimed RL steps (compiles,
+caches) and --steps timed ones:
+    grpo           credit grpo
+    prover         credit prover, contrastive judge
+    prover_openai  credit prover, the openai judge against a scripted OpenAI-compatible endpoint on
+                   localhost that answers every call after --judge_latency_s (cache off)
+Then the driver's host overhead per decode step: the wall time of a decode step through the driver
+(32 requests, fixed length, no stop) minus the time of the jitted generate step alone (chained
+steps, one block at the end), both at the demo's 32 slots.
+
+Prints a table and, last, one JSON line: grpo_step_s, prover_step_s (contrastive), prover_over_grpo,
+prover_openai_step_s, prover_openai_over_grpo, eligible_frac (groups in the band, timed ProVer
+steps), rollout_tokens_per_s (policy tokens over rollout time, grpo steps), decode_host_overhead_ms,
+decode_step_ms, plus per variant the mean, min and max step time and the mean of every time/* entry.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import re
+import shutil
+import sys
+import threading
+import time
+
+from absl import app, flags
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("workdir", "runs/bench_rl_step", "Bench folder (the SFT checkpoint is cached here).")
+flags.DEFINE_integer("sft_steps", 1200, "SFT warm-start steps of the cached policy.")
+flags.DEFINE_integer("warmup", 2, "Untimed RL steps per variant.")
+flags.DEFINE_integer("steps", 4, "Timed RL steps per variant.")
+flags.DEFINE_list("variants", ["grpo", "prover", "prover_openai"], "Variants to time.")
+flags.DEFINE_float("judge_latency_s", 0.5, "Latency of every call to the scripted judge endpoint.")
+flags.DEFINE_list("override", [], "Extra config overrides key=value (e.g. rollout.off_policy_steps=1).")
+
+
+def demo_config():
+    from configs.demo import get_config
+    c = get_config()
+    c.judge.name = "contrastive"
+    c.train.checkpoint_every = 10 ** 6
+    for item in FLAGS.override:
+        key, value = item.split("=", 1)
+        node = c
+        *path, leaf = key.split(".")
+        for p in path:
+            node = node[p]
+        node[leaf] = type(node[leaf])(json.loads(value) if not isinstance(node[leaf], str) else value)
+    return c
+
+
+class ScriptedJudge(http.server.BaseHTTPRequestHandler):
+    """Chat completions: after `latency` seconds, a propose_segment call for the last non-terminal
+    turn of the successful run (read from the prompt)."""
+
+    latency = 0.5
+    calls = 0
+
+    def do_POST(self):  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        time.sleep(self.latency)
+        type(self).calls += 1
+        text = " ".join(str(m.get("content") or "") for m in body["messages"])
+        m = re.search(r"SUCCESSFUL attempt \(turns 0\.\.(\d+)\)", text)
+        last = int(m.group(1)) if m else 1
+        args = {"start_turn": max(last - 1, 0), "end_turn": max(last - 1, 0), "rationale": "scripted",
+                "failure_mode": "scripted"}
+        reply = {"id": "x", "object": "chat.completion", "created": 0, "model": body.get("model", "m"),
+                 "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+                     "role": "assistant", "content": "", "tool_calls": [{
+                         "id": "c0", "type": "function",
+                         "function": {"name": "propose_segment", "arguments": json.dumps(args)}}]}}],
+                 "usage": {"prompt_tokens": 500, "completion_tokens": 20, "total_tokens": 520}}
+        data = json.dumps(reply).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+def start_endpoint(latency: float) -> tuple[http.server.ThreadingHTTPServer, str]:
+    ScriptedJudge.latency = latency
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), ScriptedJudge)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}/v1"
+
+
+def sft_policy(root: str) -> str:
+    """WORKDIR/sft: the demo's tokenizer and model after --sft_steps of SFT (built once)."""
+    from prover_jax.training.trainer import Trainer
+    path = os.path.join(root, "sft")
+    marker = os.path.join(path, "sft_done.json")
+    if os.path.exists(marker) and json.load(open(marker)).get("sft_steps") == FLAGS.sft_steps:
+        return path
+    shutil.rmtree(path, ignore_errors=True)
+    c = demo_config()
+    c.credit.method = "grpo"
+    c.sft.steps = FLAGS.sft_steps
+    trainer = Trainer(c, path)
+    try:
+        out = trainer.run_sft(progress=True)
+        trainer.save()
+    finally:
+        trainer.close()
+    json.dump({"sft_steps": FLAGS.sft_steps, **out}, open(marker, "w"))
+    return path
+
+
+def variant_config(name: str, base_url: str):
+    c = demo_config()
+    c.sft.steps = FLAGS.sft_steps
+    c.train.steps = 10 ** 6
+    if name == "grpo":
+        c.credit.method = "grpo"
+    elif name == "prover":
+        c.credit.method = "prover"
+    elif name == "prover_openai":
+        c.credit.method = "prover"
+        c.judge.name = "openai"
+        c.judge.openai.base_url = base_url
+        c.judge.openai.cache = False
+        c.judge.openai.api_key_env = ""
+        c.judge.openai.timeout_s = 30.0
+    else:
+        raise ValueError(f"unknown variant {name!r}; choose from grpo, prover, prover_openai")
+    return c
+
+
+def time_variant(name: str, sft_dir: str, root: str, base_url: str) -> dict:
+    import numpy as np
+
+    from prover_jax.training.trainer import Trainer
+    path = os.path.join(root, name)
+    shutil.rmtree(path, ignore_errors=True)
+    shutil.copytree(sft_dir, path)
+    trainer = Trainer(variant_config(name, base_url), path)
+    rows, walls = [], []
+    try:
+        if not trainer.restored or not trainer.sft_done:
+            raise RuntimeError(f"{path}: the SFT checkpoint was not restored")
+        for i in range(FLAGS.warmup + FLAGS.steps):
+            t0 = time.perf_counter()
+            row = trainer.rl_step()
+            wall = time.perf_counter() - t0
+            print(f"  {name} step {i + 1}{' (warm-up)' if i < FLAGS.warmup else ''}: {wall:.2f} s, success "
+                  f"{row['success_rate']:.2f}, eligible {row['prover/eligible_groups']:.0f}, compiles "
+                  f"{row.get('compiles', float('nan'))}", flush=True)
+            if i >= FLAGS.warmup:
+                rows.append(row)
+                walls.append(wall)
+    finally:
+        trainer.close()
+    times = {k: float(np.mean([r[k] for r in rows])) for k in rows[0] if k.startswith("time/")}
+    G = trainer.config.rollout.groups_per_step
+    return {"step_s": float(np.mean(walls)), "step_min_s": min(walls), "step_max_s": max(walls),
+            "eligible_frac": float(np.mean([r["prover/eligible_groups"] / G for r in rows])),
+            "success_rate": float(np.mean([r["success_rate"] for r in rows])),
+            "rollout_tokens_per_s": float(sum(r["policy_tokens"] for r in rows)
+                                          / max(sum(r["time/rollout_s"] for r in rows), 1e-9)),
+            "compiles": float(np.mean([r.get("compiles", -1) for r in rows])), **times}
+
+
+def decode_overhead(sft_dir: str) -> dict:
+    """Per decode step at 32 busy slots: driver wall time vs the jitted generate step alone."""
+    import jax
+    import numpy as np
+
+    from prover_jax.sampling import Driver, Request, SamplingParams
+    from prover_jax.training.trainer import Trainer
+    c = variant_config("grpo", "")
+    trainer = Trainer(c, sft_dir)
+    try:
+        r = c.rollout
+        engine = trainer.engine
+        driver = Driver(engine, params=trainer.driver.params)
+        S, N = r.max_concurrent_decodes, 64
+        prompts = np.random.default_rng(0).integers(3, 500, (S, 32))
+        reqs = [Request(p.tolist(), SamplingParams(temperature=1.0), max_new_tokens=N, seed=i)
+                for i, p in enumerate(prompts)]
+        driver.run(reqs)  # compile
+        best_driver = float("inf")
+        for _ in range(3):
+            steps0 = driver.stats["decode_steps"]
+            t0 = time.perf_counter()
+            driver.run(reqs)
+            dt = time.perf_counter() - t0
+            best_driver = min(best_driver, dt / (driver.stats["decode_steps"] - steps0))
+        params = driver.params
+        state = engine.init_decode_state()
+        prefix, _ = engine.prefill_multisampling(params=params, padded_tokens=prompts[0], num_samples=S,
+                                                 sampler=SamplingParams(temperature=1.0), rng=0)
+        state = engine.bulk_insert(prefix, state, list(range(S)))
+        state, res = engine.generate(params, state)
+        jax.block_until_ready(res.tokens)
+        best_step = float("inf")
+        for _ in range(3):
+            t0 = time.perf_counter()
+            for _ in range(N - 1):
+                state, res = engine.generate(params, state)
+            jax.block_until_ready(res.tokens)
+            best_step = min(best_step, (time.perf_counter() - t0) / (N - 1))
+    finally:
+        trainer.close()
+    return {"decode_step_ms": 1e3 * best_step, "driver_step_ms": 1e3 * best_driver,
+            "decode_host_overhead_ms": 1e3 * max(best_driver - best_step, 0.0)}
+
+
+def main(argv):
+    del argv
+    import jax
+    from absl import logging
+    logging.set_verbosity(logging.WARNING)
+    jax.config.update("jax_platforms", "cpu")
+    root = os.path.abspath(FLAGS.workdir)
+    os.makedirs(root, exist_ok=True)
+    print(f"load before: {os.getloadavg()}", flush=True)
+    server, base_url = start_endpoint(FLAGS.judge_latency_s)
+    try:
+        sft_dir = sft_policy(root)
+        results = {}
+        for name in FLAGS.variants:
+            results[name] = time_variant(name, sft_dir, root, base_url)
+        overhead = decode_overhead(sft_dir)
+    finally:
+        server.shutdown()
+    print(f"load after: {os.getloadavg()}")
+    print(f"{'variant':<15}{'step_s':>8}{'min':>7}{'max':>7}{'elig':>6}{'rollout':>9}{'judge':>7}"
+          f"{'verify':>8}{'update':>8}")
+    for name, r in results.items():
+        print(f"{name:<15}{r['step_s']:8.2f}{r['step_min_s']:7.2f}{r['step_max_s']:7.2f}{r['eligible_frac']:6.2f}"
+              f"{r.get('time/rollout_s', 0):9.2f}{r.get('time/judge_s', 0):7.2f}{r.get('time/verify_s', 0):8.2f}"
+              f"{r.get('time/update_s', 0):8.2f}")
+    out = {"load_before": os.getloadavg()[0]}
+    g = results.get("grpo")
+    for name in ("prover", "prover_openai"):
+        if name in results:
+            out[f"{name}_step_s"] = results[name]["step_s"]
+            if g:
+                out[f"{name}_over_grpo"] = results[name]["step_s"] / g["step_s"]
+    if g:
+        out["grpo_step_s"] = g["step_s"]
+        out["rollout_tokens_per_s"] = g["rollout_tokens_per_s"]
+    prover = [results[n] for n in ("prover", "prover_openai") if n in results]
+    if prover:
+        out["eligible_frac"] = sum(r["eligible_frac"] for r in prover) / len(prover)
+    out.update(overhead)
+    out["variants"] = results
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    app.run(main)

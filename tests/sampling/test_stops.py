@@ -1,0 +1,111 @@
+"""Stop strings matched on token ids (the device automaton) stop exactly where matching the decoded
+text does: strings spanning several tokens, inside one longer token, overlapping themselves."""
+
+import numpy as np
+import pytest
+
+from prover_jax.rollout.tokenizer import train_tokenizer
+from prover_jax.sampling import STOP, Driver, Engine, Request, SamplingParams
+from prover_jax.sampling.stops import first_match, token_bytes, transitions
+
+from test_engine import CFG, prompt
+from test_extend_fork import MAX_LEN, make_model
+
+HOT = SamplingParams(temperature=1.0)
+# token t decodes to PIECES[t]: one to four characters, so strings span tokens or sit inside one
+_rng = np.random.default_rng(3)
+PIECES = ["".join(_rng.choice(list("ab<>/x"), size=_rng.integers(1, 5))) for _ in range(CFG.vocab_size)]
+
+
+def decode(ids):
+    return "".join(PIECES[i] for i in ids)
+
+
+def host_match(tokens, stop, pieces):
+    """First index where the automaton table reaches the end of `stop` (the device's rule, on the host)."""
+    table = transitions(stop.encode(), [p.encode() for p in pieces])
+    q = 0
+    for i, t in enumerate(tokens):
+        q = table[q, t]
+        if q == len(stop.encode()):
+            return i
+    return None
+
+
+@pytest.mark.parametrize("stop", ["ab", "aab", "abab", "</a>", "b>x", "xxx", "<"])
+def test_table_equals_text_matching(stop):
+    rng = np.random.default_rng(len(stop))
+    for _ in range(200):
+        tokens = rng.integers(0, len(PIECES), size=rng.integers(1, 30)).tolist()
+        assert host_match(tokens, stop, PIECES) == first_match(tokens, stop, decode)
+
+
+def test_byte_level_token_bytes_concatenate_to_the_decoded_text():
+    texts = ["go to cabinet 1", "<action>take apple 1</action>", "café naïve — 東京 ok", "a  b\n\tc"] * 4
+    tok = train_tokenizer(texts, vocab_size=300)
+    pieces = token_bytes(tok)
+    rng = np.random.default_rng(0)
+    for text in texts[:4]:
+        ids = tok.encode(text, add_special_tokens=False)
+        assert b"".join(pieces[i] for i in ids) == tok.decode(ids).encode() == text.encode()
+    for _ in range(50):  # any id sequence, special tokens included
+        ids = rng.integers(0, len(tok), size=12).tolist()
+        assert b"".join(pieces[i] for i in ids).decode(errors="replace") == tok.decode(ids)
+    # a multi-byte stop string across tokens
+    ids = tok.encode("café naïve — 東京 ok", add_special_tokens=False)
+    row = transitions("東京".encode(), pieces)
+    q, hit = 0, None
+    for i, t in enumerate(ids):
+        q = row[q, t]
+        if q == len("東京".encode()):
+            hit = i
+            break
+    assert hit is not None and hit == first_match(ids, "東京", tok.decode)
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return Engine(make_model(), max_concurrent_decodes=3, max_prefill_length=16, max_target_length=MAX_LEN)
+
+
+def stops_of(text_tokens):
+    """A string spanning several tokens and one strictly inside a longer token of `text_tokens`."""
+    bounds = np.cumsum([len(PIECES[t]) for t in text_tokens])
+    text = decode(text_tokens)
+    start = int(bounds[4]) - 1  # ends a char into token 6: spans tokens 5 and 6 at least
+    spanning = text[start:start + 3]
+    inner = next(PIECES[t][1:3] for t in text_tokens[3:] if len(PIECES[t]) == 4)
+    return spanning, inner
+
+
+@pytest.mark.parametrize("steps_per_call", [1, 4])
+def test_driver_stops_where_text_matching_does(engine, steps_per_call):
+    tokens = prompt(6, 6).tolist()
+    plain = Driver(engine, steps_per_call=steps_per_call).run(
+        [Request(tokens, HOT, max_new_tokens=40, seed=5)])[0][0]
+    assert len(plain.tokens) == 40
+    driver = Driver(engine, decode_fn=decode, steps_per_call=steps_per_call)
+    for stop in stops_of(plain.tokens) + ("<<<<>>>>never",):
+        end = first_match(plain.tokens, stop, decode)
+        [[c]] = driver.run([Request(tokens, HOT, max_new_tokens=40, seed=5, stop_strings=(stop, "zzz"))])
+        if end is None:
+            assert c.tokens == plain.tokens and c.finish_reason == "length"
+        else:
+            assert c.tokens == plain.tokens[:end + 1], stop
+            assert c.finish_reason == STOP and c.stop == stop
+            assert stop in decode(c.tokens) and stop not in decode(c.tokens[:-1])
+        np.testing.assert_allclose(c.logprobs, plain.logprobs[:len(c.tokens)], atol=1e-5)
+
+
+def test_first_token_ends_and_capacity(engine):
+    tokens = prompt(5, 2).tolist()
+    plain = Driver(engine).run([Request(tokens, max_new_tokens=3)])[0][0]
+    driver = Driver(engine, decode_fn=decode)
+    [[c]] = driver.run([Request(tokens, max_new_tokens=3, stop_strings=(PIECES[plain.tokens[0]],),
+                                keep_context=True)])
+    assert c.tokens == plain.tokens[:1] and c.finish_reason == STOP
+    assert c.context.length == len(tokens) + 1
+    [[c]] = driver.run([Request(tokens, max_new_tokens=1)])
+    assert c.tokens == plain.tokens[:1] and c.finish_reason == "length"
+    with pytest.raises(ValueError, match="at most 4 distinct stop strings"):
+        driver.run([Request(tokens, stop_strings=("q1", "q2", "q3", "q4", "q5"))])
