@@ -84,76 +84,110 @@ class ProVer(CreditMethod):
         self.judge, self.verifier = judge, verifier
         self.seed = seed
 
-    def assign(self, groups: Sequence[Sequence[Trajectory]]) -> CreditOutput:
+    def base_advantages(self, group: Sequence[Trajectory]) -> list[np.ndarray]:
+        """A^GRPO on every policy token of the group."""
+        use_std = bool(self.config.get("grpo_std", False))
+        return [broadcast(t, a) for t, a in zip(group, group_advantages(rewards(group), use_std))]
+
+    def is_eligible(self, group: Sequence[Trajectory]) -> bool:
+        p = self.config.prover
+        return eligible(rewards(group), p.band_low, p.band_high)
+
+    def judge_group(self, group: Sequence[Trajectory]) -> tuple[int, Any, str]:
+        """(i, proposal, reason) for an eligible group: the judge's segment of its shortest success,
+        validated (reason "ok" or why it was dropped). Thread-safe when the judge is."""
         from prover_jax.judges.base import validate_segment
 
         p = self.config.prover
-        use_std = bool(self.config.get("grpo_std", False))
-        advantages, proposals = [], []
-        reasons = collections.Counter()
-        judge_calls = judge_cost = judge_in = judge_out = 0.0
-        t0 = time.perf_counter()
+        r = rewards(group)
+        i = shortest_success(group)
+        failures = [t for t, ri in zip(group, r) if ri == 0.0]
+        # the judge's randomness is keyed by the trajectory: the same on any number of hosts, in any order
+        rng = np.random.default_rng([self.seed, group[i].uid & 0xFFFFFFFF])
+        prop = self.judge.propose(group[i], failures, max_segment_turns=p.max_segment_turns, rng=rng)
+        reason = prop.reason
+        if prop.segment is not None and reason == "ok":
+            l, rr = prop.segment
+            reason = validate_segment(group[i], l, rr, p.max_segment_turns) or "ok"
+        return i, prop, reason
+
+    def starts(self, traj: Trajectory, segment: tuple[int, int]) -> list[tuple[Trajectory, int, int]]:
+        """The two boundaries of `segment` to verify: K continuations from s_pre and from s_post."""
+        l, rr = segment
+        k = self.config.prover.k
+        return [(traj, l, k), (traj, rr + 1, k)]
+
+    def assign(self, groups: Sequence[Sequence[Trajectory]]) -> CreditOutput:
+        """Serial: every eligible group judged in turn, then all boundaries verified in one batch."""
         if hasattr(self.judge, "begin_step"):
             self.judge.begin_step()
-        for g, group in enumerate(groups):
-            r = rewards(group)
-            advantages.append([broadcast(t, a) for t, a in zip(group, group_advantages(r, use_std))])
-            if not eligible(r, p.band_low, p.band_high):
-                continue
-            i = shortest_success(group)
-            failures = [t for t, ri in zip(group, r) if ri == 0.0]
-            # the judge's randomness is keyed by the trajectory: the same on any number of hosts
-            rng = np.random.default_rng([self.seed, group[i].uid & 0xFFFFFFFF])
-            prop = self.judge.propose(group[i], failures, max_segment_turns=p.max_segment_turns, rng=rng)
+        t0 = time.perf_counter()
+        judged = {g: self.judge_group(group) for g, group in enumerate(groups) if self.is_eligible(group)}
+        judge_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        valid = [(g, i, prop.segment) for g, (i, prop, reason) in judged.items() if reason == "ok"]
+        starts = [s for g, i, seg in valid for s in self.starts(groups[g][i], seg)]
+        runs = self.verifier.run(starts) if starts else []
+        verified = {g: (runs[2 * n], runs[2 * n + 1]) for n, (g, _, _) in enumerate(valid)}
+        return self.combine(groups, judged, verified, {"time/judge_s": judge_s,
+                                                       "time/verify_s": time.perf_counter() - t0})
+
+    def combine(self, groups: Sequence[Sequence[Trajectory]], judged: dict[int, tuple[int, Any, str]],
+                verified: dict[int, tuple[Sequence[Any], Sequence[Any]]], times: dict[str, float]) -> CreditOutput:
+        """Advantages and metrics from the judged groups (g -> (i, proposal, reason)) and the
+        continuations of the valid ones (g -> (pre, post)); the same whatever order they came in."""
+        p = self.config.prover
+        advantages = [self.base_advantages(group) for group in groups]
+        reasons = collections.Counter()
+        judge_calls = judge_cost = judge_in = judge_out = 0.0
+        deltas, lengths, accepted, extra = [], [], 0, 0
+        for g in sorted(judged):
+            i, prop, reason = judged[g]
             judge_calls += prop.calls
             judge_cost += prop.cost_usd
             judge_in += prop.input_tokens
             judge_out += prop.output_tokens
-            reason = prop.reason
-            if prop.segment is not None and reason == "ok":
-                l, rr = prop.segment
-                reason = validate_segment(group[i], l, rr, p.max_segment_turns) or "ok"
             reasons[reason] += 1
-            if reason == "ok":
-                proposals.append((g, i, prop.segment))
-        judge_s = time.perf_counter() - t0
-
-        t0 = time.perf_counter()
-        starts = []
-        for g, i, (l, rr) in proposals:
+            if reason != "ok":
+                continue
+            (l, rr), (pre, post) = prop.segment, verified[g]
             traj = groups[g][i]
-            starts += [(traj, l, p.k), (traj, rr + 1, p.k)]
-        runs = self.verifier.run(starts) if starts else []
-        verify_s = time.perf_counter() - t0
-
-        deltas, lengths, accepted, extra = [], [], 0, 0
-        for n, (g, i, (l, rr)) in enumerate(proposals):
-            pre, post = runs[2 * n], runs[2 * n + 1]
-            extra += sum(c.num_policy_tokens for c in pre) + sum(c.num_policy_tokens for c in post)
+            extra += sum(new_policy_tokens(c, traj) for c in list(pre) + list(post))
             delta = delta_estimate(pre, post)
             bonus = segment_bonus(delta, p.lam, p.variant, p.threshold)
             deltas.append(delta)
             lengths.append(rr - l + 1)
             if bonus != 0.0:
-                advantages[g][i] = advantages[g][i] + np.float32(bonus) * segment_tokens(groups[g][i], l, rr)
+                advantages[g][i] = advantages[g][i] + np.float32(bonus) * segment_tokens(traj, l, rr)
             accepted += delta > 0 if p.variant != "threshold" else delta > p.threshold
         batch_tokens = sum(t.num_policy_tokens for group in groups for t in group)
         n_elig = sum(reasons.values())
+        n_valid = reasons.get("ok", 0)
         metrics = {
             "prover/eligible_groups": n_elig,
             "prover/proposals": n_elig,
-            "prover/valid_proposals": len(proposals),
+            "prover/valid_proposals": n_valid,
             "prover/accepted": accepted,
-            "prover/acceptance_rate": accepted / len(proposals) if proposals else 0.0,
+            "prover/acceptance_rate": accepted / n_valid if n_valid else 0.0,
             "prover/segment_len": float(np.mean(lengths)) if lengths else 0.0,
             "prover/delta_mean": float(np.mean(deltas)) if deltas else 0.0,
             "prover/extra_token_frac": extra / batch_tokens if batch_tokens else 0.0,
             "prover/verify_policy_tokens": extra,
             "judge/calls": judge_calls, "judge/cost_usd": judge_cost,
             "judge/input_tokens": judge_in, "judge/output_tokens": judge_out,
-            "time/judge_s": judge_s, "time/verify_s": verify_s,
+            **times,
         }
         for reason, count in reasons.items():
             if reason != "ok":
                 metrics[f"prover/dropped/{reason}"] = count
         return CreditOutput(advantages, metrics)
+
+
+def new_policy_tokens(continuation: Any, parent: Trajectory) -> int:
+    """Policy tokens a continuation sampled itself: a rollout continuation inherits the parent's
+    tokens before its start turn, which verification did not pay for (an `Outcome` has no parent)."""
+    n = int(continuation.num_policy_tokens)
+    if getattr(continuation, "parent", None) is None:
+        return n
+    start = continuation.parent[1]
+    return n - sum(t.end - t.start for t in parent.turns[:start])

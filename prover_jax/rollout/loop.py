@@ -54,7 +54,7 @@ class _Episode:
     env: int  # index in the pool
     pool: EnvPool
     context: Any = None  # the driver's live Context
-    on_end: Callable[[Trajectory], None] | None = None
+    on_end: Callable[[Trajectory, int], None] | None = None
 
 
 class Rollout:
@@ -84,6 +84,15 @@ class Rollout:
         `uids` (default: a counter) name the episodes; sampling seeds derive from (config.seed, uid,
         turn) only, so a trainer that passes the same global uids on any number of hosts samples the
         same episodes."""
+        play = self.play(expert)
+        trajs = self.start(play, pool, seeds, uids)
+        play.run()
+        return trajs
+
+    def start(self, play: "Play", pool: EnvPool, seeds: Sequence[int], uids: Sequence[int] | None = None,
+              on_end: Callable[[Trajectory, int], None] | None = None) -> list[Trajectory]:
+        """`run`'s episodes started in `play` (on_end called as each one ends); returns their
+        trajectories, complete once they ended."""
         if len(seeds) > pool.num_envs:
             raise ValueError(f"{len(seeds)} episodes need as many envs; the pool has {pool.num_envs}")
         if uids is not None and len(uids) != len(seeds):
@@ -103,9 +112,7 @@ class Rollout:
             traj.append(self.encode(opening), policy=False)
             episodes.append(_Episode(traj, i, pool))
             forks.setdefault(tuple(traj.tokens), []).append(episodes[-1])
-        play = self.play(expert)
-        play.add(pool, [(list(k), v) for k, v in forks.items()])
-        play.run()
+        play.add(pool, [(list(k), v) for k, v in forks.items()], on_end)
         return [e.traj for e in episodes]
 
     def continue_from(self, trajectory: Trajectory, turn: int, k: int, pool: EnvPool,
@@ -196,10 +203,11 @@ class Rollout:
 
 class Play:
     """An episode loop that takes new work while it runs: episodes (`add`) and continuations
-    (`add_continuations`) join at any time, in any pool, with a callback when each one ends.
+    (`add_continuations`) join at any time, in any pool, with a callback on_end(trajectory, env)
+    when each one ends.
 
         play = rollout.play()
-        play.add(pool, forks, on_end=lambda traj: ...)
+        play.add(pool, forks, on_end=lambda traj, env: ...)
         while play.busy:
             play.advance()             # one driver step, then one batched env step per pool
 
@@ -217,7 +225,7 @@ out calls `advance` itself and adds continuations from the callbacks.
         return bool(self.live or self.waiting)
 
     def add(self, pool: EnvPool, forks: list[tuple[list[int], list[_Episode]]],
-            on_end: Callable[[Trajectory], None] | None = None) -> None:
+            on_end: Callable[[Trajectory, int], None] | None = None) -> None:
         """Starts every episode of `forks` (groups sharing an opening token history)."""
         ro = self.rollout
         for history, group in forks:
@@ -236,7 +244,7 @@ out calls `advance` itself and adds continuations from the callbacks.
                 self.live[ro.driver.submit(request)] = list(group)
 
     def add_continuations(self, pool: EnvPool, traj: Trajectory, turn: int, k: int, envs: Sequence[int],
-                          on_end: Callable[[Trajectory], None] | None = None) -> list[Trajectory]:
+                          on_end: Callable[[Trajectory, int], None] | None = None) -> list[Trajectory]:
         """K continuations of `traj` from the start of `turn` in envs `envs` of `pool` (restored to
         snapshots[turn]); returns their trajectories (complete once each one's on_end ran)."""
         ro = self.rollout
@@ -309,4 +317,4 @@ out calls `advance` itself and adds continuations from the callbacks.
     @staticmethod
     def _ended(ep: _Episode) -> None:
         if ep.on_end is not None:
-            ep.on_end(ep.traj)
+            ep.on_end(ep.traj, ep.env)

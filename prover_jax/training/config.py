@@ -67,6 +67,7 @@ def default_config() -> ml_collections.ConfigDict:
     c.rollout.max_turns = 0  # 0: the family's own turn limit
     c.rollout.system_prompt = ""  # "": the family's own system prompt; else this text replaces it
     c.rollout.max_concurrent_decodes = 32  # engine slots
+    c.rollout.off_policy_steps = 0  # 1: the next step's batch plays with the old weights during the update
     c.rollout.decode_steps_per_call = 1  # decode steps per jitted call (end conditions checked on device)
     c.rollout.max_prefill_length = 1024
     c.rollout.max_target_length = 4096  # longest episode (tokens); longer ones end as context_limit
@@ -79,6 +80,7 @@ def default_config() -> ml_collections.ConfigDict:
     c.loss.kl_coef = 0.0  # k3 KL to the frozen initial policy; 0 = no reference model
     c.loss.entropy_coef = 0.0
     c.loss.entropy_metric = True  # log the policy entropy (a pass over [tokens, vocab]; always on when entropy_coef != 0)
+    c.loss.tis_cap = 0.0  # > 0 with off_policy_steps = 1: truncated importance weight min(pi_old / pi_behaviour, cap)
     c.loss.aggregation = "token-mean"  # token-mean | seq-mean-token-mean | seq-mean-token-sum-norm
 
     # Optimizer (optax).
@@ -117,6 +119,7 @@ def default_config() -> ml_collections.ConfigDict:
     # Credit assignment.
     c.credit = ml_collections.ConfigDict()
     c.credit.method = "prover"  # registered estimators: grpo | prover
+    c.credit.overlap = True  # judges and verification start while the step's other episodes still run
     c.credit.grpo_std = False  # divide group-centred rewards by std + 1e-6 (classic GRPO)
     c.credit.prover = ml_collections.ConfigDict()
     c.credit.prover.k = 8  # continuations per boundary
@@ -131,6 +134,8 @@ def default_config() -> ml_collections.ConfigDict:
     c.judge = ml_collections.ConfigDict()
     c.judge.name = "contrastive"  # openai | random | contrastive
     c.judge.max_repairs = 3
+    c.judge.timeout_s = 300.0  # a group's proposal is dropped (reason: timeout) this long after its group ended
+    c.judge.max_concurrency = 16  # groups judged at once (worker threads)
     c.judge.openai = ml_collections.ConfigDict()
     c.judge.openai.base_url = ""  # any OpenAI-compatible endpoint (empty: the client's default)
     c.judge.openai.model = "gpt-4.1-mini"

@@ -110,7 +110,7 @@ def aggregate(x_BxL, mask_BxL, aggregation: str, *, num_tokens=None, num_seqs=No
 def grpo_loss(logprobs, old_logprobs, advantages, loss_mask, *, eps_low: float, eps_high: float,
               dual_clip: float = 0.0, aggregation: str = "token-mean", kl_coef: float = 0.0,
               ref_logprobs=None, entropy=None, entropy_coef: float = 0.0, num_tokens=None,
-              num_seqs=None, horizon=None):
+              num_seqs=None, horizon=None, behavior_logprobs=None, tis_cap: float = 0.0):
     """Clipped-ratio GRPO loss with per-token advantages; returns (loss, metrics).
 
     Per policy token (all inputs [B, L]):
@@ -119,6 +119,10 @@ def grpo_loss(logprobs, old_logprobs, advantages, loss_mask, *, eps_low: float, 
         pg = min(pg, -A c)                       for A < 0 when dual_clip c > 1
         d  = clip(logp_ref - logp, -10, 10);  kl = exp(d) - d - 1    (k3, >= 0)
     loss = agg(pg) + kl_coef agg(kl) - entropy_coef agg(entropy).
+Off-policy samples (decoupled PPO with truncated importance sampling): with `behavior_logprobs`
+(what the sampler recorded) and tis_cap > 0, `old_logprobs` are the proximal policy's (the weights
+before this update) and pg is weighted by w = min(exp(logp_old - logp_behavior), tis_cap) (no
+gradient); metric tis_weight_mean.
 
     Inputs at positions outside `loss_mask` are replaced by zeros first, so neither their values
     (NaN included) nor their gradients can matter. Metrics (no gradient): pg_loss, kl, entropy
@@ -155,12 +159,16 @@ def grpo_loss(logprobs, old_logprobs, advantages, loss_mask, *, eps_low: float, 
     pg2 = -adv * jnp.clip(ratio, 1.0 - eps_low, 1.0 + eps_high)
     pg = jnp.maximum(pg1, pg2)
     clipped = pg2 > pg1
+    tis_weight = jnp.ones_like(pg)
+    if behavior_logprobs is not None and tis_cap > 0:
+        tis_weight = jax.lax.stop_gradient(jnp.minimum(
+            jnp.exp(jnp.clip(old - masked(behavior_logprobs), -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)), tis_cap))
     dual_active = jnp.zeros_like(clipped)
     if dual_clip > 1.0:
         pg3 = -adv * dual_clip
         dual_active = (adv < 0) & (pg3 < pg)
         pg = jnp.where(adv < 0, jnp.minimum(pg, pg3), pg)
-    pg_loss = agg(pg)
+    pg_loss = agg(pg * tis_weight)
     loss = pg_loss
 
     kl_metric = jnp.zeros((), jnp.float32)
@@ -180,5 +188,6 @@ def grpo_loss(logprobs, old_logprobs, advantages, loss_mask, *, eps_low: float, 
         clip_frac=token_mean(clipped.astype(jnp.float32)),
         dual_clip_frac=token_mean(dual_active.astype(jnp.float32)),
         ratio_mean=token_mean(ratio), approx_kl=token_mean(0.5 * jnp.square(log_ratio)),
+        tis_weight_mean=token_mean(tis_weight),
         num_tokens=jnp.sum(mf))
     return loss, jax.tree.map(jax.lax.stop_gradient, metrics)

@@ -20,7 +20,7 @@ WEIGHTED = {"success_rate": "episodes", "score": "episodes", "turns": "episodes"
             "prover/delta_mean": "prover/valid_proposals"}
 RATIOS = {"prover/acceptance_rate": ("prover/accepted", "prover/valid_proposals"),
           "prover/extra_token_frac": ("prover/verify_policy_tokens", "policy_tokens")}
-MAXED_PREFIXES = ("time/",)
+MAXED_PREFIXES = ("time/", "compiles")
 
 
 def merge_rows(rows: list[dict]) -> dict:
@@ -42,3 +42,30 @@ def merge_rows(rows: list[dict]) -> dict:
         if k in out:
             out[k] = out.get(num, 0) / out[den] if out.get(den) else 0.0
     return out
+
+
+class CompileCounter:
+    """XLA backend compilations in this process since the last `take()` (jax.monitoring events):
+    the trainer's `compiles` per step, 0 in steady state."""
+
+    _EVENT = "/jax/core/compile/backend_compile_duration"
+    _count = 0
+    _registered = False
+
+    def __init__(self):
+        cls = type(self)
+        if not cls._registered:
+            import jax
+
+            def on_event(event, *args, **kwargs):
+                if event == cls._EVENT:
+                    cls._count += 1
+
+            jax.monitoring.register_event_duration_secs_listener(on_event)
+            cls._registered = True
+        self._seen = cls._count
+
+    def take(self) -> int:
+        now = type(self)._count
+        n, self._seen = now - self._seen, now
+        return n

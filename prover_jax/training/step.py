@@ -34,14 +34,14 @@ class TrainState:
 
 
 BATCH_DTYPES = dict(tokens=jnp.int32, valid=jnp.bool_, loss_mask=jnp.bool_, advantages=jnp.float32,
-                    old_logprobs=jnp.float32, ref_logprobs=jnp.float32)
+                    old_logprobs=jnp.float32, ref_logprobs=jnp.float32, prox_logprobs=jnp.float32)
 
 
-def abstract_batch(mesh, M: int, mb: int, L: int, kl: bool = False) -> dict:
+def abstract_batch(mesh, M: int, mb: int, L: int, kl: bool = False, prox: bool = False) -> dict:
     """ShapeDtypeStructs of a [M, mb, L] train batch laid out as the trainer places it."""
     from prover_jax.distributed.arrays import batch_sharding
     sh = batch_sharding(mesh, (M, mb, L))
-    keys = BATCH_KEYS + (("ref_logprobs",) if kl else ())
+    keys = BATCH_KEYS + (("ref_logprobs",) if kl else ()) + (("prox_logprobs",) if prox else ())
     return {k: jax.ShapeDtypeStruct((M, mb, L), BATCH_DTYPES[k], sharding=sh) for k in keys}
 
 
@@ -94,7 +94,8 @@ def _loss_kwargs(loss_cfg):
         raise ValueError(f"unknown loss.aggregation {loss_cfg.aggregation!r}; expected {AGGREGATIONS}")
     return dict(eps_low=loss_cfg.eps_low, eps_high=loss_cfg.eps_high, dual_clip=loss_cfg.dual_clip,
                 aggregation=loss_cfg.aggregation, kl_coef=loss_cfg.kl_coef,
-                entropy_coef=loss_cfg.entropy_coef, horizon=getattr(loss_cfg, "horizon", None))
+                entropy_coef=loss_cfg.entropy_coef, horizon=getattr(loss_cfg, "horizon", None),
+                tis_cap=float(loss_cfg.get("tis_cap", 0.0)))
 
 
 def make_train_step(graphdef, loss_cfg, optimizer: optax.GradientTransformation, *, mesh=None,
@@ -102,7 +103,8 @@ def make_train_step(graphdef, loss_cfg, optimizer: optax.GradientTransformation,
     """Jitted `train_step(state, batch) -> (state, metrics)`, `state` donated.
 
     batch: the trainer's token-aligned arrays with a leading micro-batch axis, [M, mb, L] each
-    (tokens, valid, loss_mask, advantages, old_logprobs, and ref_logprobs when loss.kl_coef > 0).
+    (tokens, valid, loss_mask, advantages, old_logprobs, and ref_logprobs when loss.kl_coef > 0;
+    prox_logprobs for off-policy batches with loss.tis_cap > 0, old_logprobs then being the behaviour's).
 
     Accumulation is exact for every aggregation: the normalisers N (policy tokens) and S (sequences
     with a policy token) are counted over the whole [M, mb] batch first, and each micro-batch loss is
@@ -122,9 +124,11 @@ def make_train_step(graphdef, loss_cfg, optimizer: optax.GradientTransformation,
         model = nnx.merge(graphdef, params)
         logp, entropy = token_logprobs(model, mb["tokens"], mb["valid"], chunk=logprob_chunk,
                                        with_entropy=with_entropy)
-        return grpo_loss(logp, mb["old_logprobs"], mb["advantages"], mb["loss_mask"],
+        prox = mb.get("prox_logprobs")  # off-policy with truncated IS: the ratio is against these
+        return grpo_loss(logp, mb["old_logprobs"] if prox is None else prox, mb["advantages"], mb["loss_mask"],
                          ref_logprobs=mb.get("ref_logprobs"), entropy=entropy if with_entropy else None,
-                         num_tokens=num_tokens, num_seqs=num_seqs, **kwargs)
+                         num_tokens=num_tokens, num_seqs=num_seqs,
+                         behavior_logprobs=None if prox is None else mb["old_logprobs"], **kwargs)
 
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
 

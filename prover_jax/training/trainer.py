@@ -39,6 +39,7 @@ from flax import nnx
 from prover_jax import distributed as dist
 from prover_jax.convert.orbax_io import MODEL_DIR, load_checkpoint
 from prover_jax.credit import RolloutVerifier, make_credit
+from prover_jax.credit.pipeline import StepPipeline
 from prover_jax.envs.pool import EnvPool
 from prover_jax.judges import make_judge
 from prover_jax.models import qwen3_5
@@ -48,7 +49,7 @@ from prover_jax.sharding import make_mesh
 from prover_jax.training import sft
 from prover_jax.training.batch import pack, padded_length
 from prover_jax.training.checkpoints import Checkpoints
-from prover_jax.training.metrics import merge_rows
+from prover_jax.training.metrics import CompileCounter, merge_rows
 from prover_jax.training.step import abstract_batch, init_train_state, make_optimizer, make_train_step
 from prover_jax.training.workdir import append_line, local_copy, read_lines, save_folder, workdir_path
 
@@ -57,7 +58,8 @@ MAX_SKIPS_IN_A_ROW = 5
 REPORTED_CREDIT_METRICS = ("prover/eligible_groups", "prover/proposals", "prover/valid_proposals",
                            "prover/accepted", "prover/acceptance_rate", "prover/segment_len",
                            "prover/delta_mean", "prover/extra_token_frac", "prover/verify_policy_tokens",
-                           "judge/calls", "judge/cost_usd", "time/judge_s", "time/verify_s")
+                           "judge/calls", "judge/cost_usd", "time/rollout_s", "time/credit_wait_s",
+                           "time/judge_s", "time/verify_s")
 
 
 def model_runtime(config, mesh) -> qwen3_5.Runtime:
@@ -128,17 +130,26 @@ class Trainer:
         self.judge = make_judge(c.judge.name, c.judge, workdir=self.workdir)
         verifier = RolloutVerifier(self.rollout, self.verify_pool) if self.verify_pool else None
         self.credit = make_credit(c.credit.method, c.credit, judge=self.judge, verifier=verifier, seed=c.seed)
+        self.pipeline = StepPipeline(self.rollout, self.pool, self.credit,
+                                     verify_pool=self.verify_pool if c.credit.overlap else None,
+                                     judge_timeout_s=c.judge.timeout_s, judge_workers=c.judge.max_concurrency)
 
         # tasks: train seeds in a shuffled order, groups_per_step per step (resumable iterator).
         tasks = grain.MapDataset.range(c.env.train_seed_start,
                                        c.env.train_seed_start + (c.env.train_tasks or 1_000_000))
         self.tasks = iter(tasks.shuffle(seed=c.seed).repeat().batch(r.groups_per_step))
         self.batches_drawn = 0  # task batches taken from the iterator: the base of episode uids
+        self.off_policy = int(r.off_policy_steps)
+        if self.off_policy not in (0, 1):
+            raise ValueError(f"rollout.off_policy_steps must be 0 or 1, got {r.off_policy_steps}")
+        self._prefetched = None  # off-policy: the next step's batch, played during this update
+        self._tasks_before = None
         self.sft_done = c.sft.steps == 0
         self.skipped_in_a_row = 0
         self.metrics_path = self.root / "metrics.jsonl"
         self.ckpts = Checkpoints(self.root / "checkpoints", c.train.keep_checkpoints)
         self.restored = self._restore()
+        self.compiles = CompileCounter()
 
     # Set-up.
     def length_buckets(self) -> list[int]:
@@ -234,8 +245,10 @@ class Trainer:
 
     # Checkpoints.
     def _meta(self) -> dict:
-        return {"tasks": self.tasks.get_state(), "sft_done": self.sft_done, "step": self.step,
-                "batches_drawn": self.batches_drawn}
+        tasks, drawn = self.tasks.get_state(), self.batches_drawn
+        if self._prefetched is not None:  # a resumed run plays the prefetched batch again
+            tasks, drawn = self._tasks_before
+        return {"tasks": tasks, "sft_done": self.sft_done, "step": self.step, "batches_drawn": drawn}
 
     def save(self) -> None:
         """Starts an asynchronous save of this step (the previous save is finished first)."""
@@ -264,19 +277,31 @@ class Trainer:
     def step(self) -> int:
         return int(self.state.step)
 
-    def rl_step(self) -> dict[str, Any]:
+    def _collect(self) -> tuple[list[int], list, Any, float]:
+        """The next task batch played and credited with the driver's current weights:
+        (seeds, this process's trajectories, their CreditOutput, wall seconds)."""
         c = self.config
         G = c.rollout.group_size
+        t0 = time.perf_counter()
+        self._tasks_before = (self.tasks.get_state(), self.batches_drawn)
         seeds = [int(s) for s in next(self.tasks)]
         base = self.batches_drawn * len(seeds) * G
         self.batches_drawn += 1
         lo, hi = self.group_lo, self.group_hi
-        t0 = time.perf_counter()
-        trajs = self.rollout.run(self.pool, [s for s in seeds[lo:hi] for _ in range(G)],
-                                 uids=[base + g * G + j for g in range(lo, hi) for j in range(G)])
-        rollout_s = time.perf_counter() - t0
-        groups = [trajs[g * G:(g + 1) * G] for g in range(hi - lo)]
-        credit = self.credit.assign(groups)
+        trajs, credit = self.pipeline.run([s for s in seeds[lo:hi] for _ in range(G)],
+                                          [base + g * G + j for g in range(lo, hi) for j in range(G)], G)
+        return seeds, trajs, credit, time.perf_counter() - t0
+
+    def rl_step(self) -> dict[str, Any]:
+        """One optimizer step. With rollout.off_policy_steps = 1 the batch was played (and credited)
+        with the previous weights during the previous step's update, and the next one is played now,
+        while this update computes; the loss's ratio is against the behaviour log-probs."""
+        c = self.config
+        t_step = time.perf_counter()
+        if self._prefetched is not None:
+            (seeds, trajs, credit, _), self._prefetched = self._prefetched, None
+        else:
+            seeds, trajs, credit, _ = self._collect()
         t0 = time.perf_counter()
         flat_adv = [a for group in credit.advantages for a in group]
         longest = max(x for x in dist.allgather_json(max(len(t.tokens) for t in trajs)))
@@ -284,12 +309,20 @@ class Trainer:
         rows = pack(trajs, flat_adv, len(trajs), length=L)
         batch = dist.global_batch({k: v[0] for k, v in rows.items()}, self.mesh, c.train.micro_batch_size)
         if self.ref_params is not None:
-            batch["ref_logprobs"] = self._ref_logprobs(batch)
+            batch["ref_logprobs"] = self._ref_logprobs(batch, self.ref_params)
+        if self.off_policy and c.loss.tis_cap > 0:
+            batch["prox_logprobs"] = self._ref_logprobs(batch, self.state.params)
         before = self.step
-        self.state, m = self.train_step(self.state, batch)
+        if self.off_policy and self.sync.identity:  # the update donates the buffers the engine reads
+            self.driver.update_params(jax.tree.map(jnp.copy, self.driver.params))
+        self.state, m = self.train_step(self.state, batch)  # dispatched; computes while the next batch plays
+        overlap_s = 0.0
+        if self.off_policy:
+            self._prefetched = self._collect()
+            overlap_s = self._prefetched[3]
         self.driver.update_params(self.sync(self.state.params))
         m = {k: float(v) for k, v in jax.device_get(m).items()}
-        update_s = time.perf_counter() - t0
+        update_s = time.perf_counter() - t0 - overlap_s
         if self.step == before:  # non-finite loss or gradient: update skipped, nothing applied
             self.skipped_in_a_row += 1
             if self.skipped_in_a_row >= MAX_SKIPS_IN_A_ROW:
@@ -305,20 +338,22 @@ class Trainer:
                "turns": float(np.mean([t.num_turns for t in trajs])),
                "policy_tokens": int(sum(t.num_policy_tokens for t in trajs)),
                "invalid_action_frac": _invalid_frac(trajs), **m,
-               "time/rollout_s": rollout_s, "time/update_s": update_s}
+               "time/update_s": update_s, "time/step_s": time.perf_counter() - t_step,
+               "compiles": self.compiles.take()}
         row.setdefault("kl", 0.0)
         row.update(dict.fromkeys(REPORTED_CREDIT_METRICS, 0.0))  # every run reports these, grpo too
         row.update(credit.metrics)
         return merge_rows(dist.allgather_json(row))
 
-    def _ref_logprobs(self, batch):
-        """Reference-policy log-probs [M, mb, L], sharded like the batch."""
+    def _ref_logprobs(self, batch, params):
+        """Log-probs [M, mb, L] of the batch under `params` (the reference or proximal policy),
+        sharded like the batch."""
         from prover_jax.training.step import make_logprob_fn
         if not hasattr(self, "_logprob_fn"):
             one = make_logprob_fn(self.graphdef)
             self._logprob_fn = jax.jit(lambda p, t, v: jax.lax.map(lambda tv: one(p, *tv), (t, v)),
                                        out_shardings=batch["tokens"].sharding)
-        return self._logprob_fn(self.ref_params, batch["tokens"], batch["valid"])
+        return self._logprob_fn(params, batch["tokens"], batch["valid"])
 
     def evaluate(self, episodes: int | None = None) -> float:
         """Greedy success rate on the held-out seeds 0 .. eval_episodes - 1 (split over processes)."""

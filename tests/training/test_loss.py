@@ -100,6 +100,27 @@ def test_dual_clip():
     assert float(jx_loss(d, **EPS, dual_clip=3.0)[0]) < float(loss_off)
 
 
+def test_truncated_importance_weights():
+    """pg weighted by min(pi_old / pi_behaviour, cap); without behaviour log-probs or cap, unchanged."""
+    d = make_inputs(3, 0.3)
+    behav = d["old"] + np.random.default_rng(3).normal(0, 0.5, d["old"].shape).astype(np.float32)
+    f = {k: jnp.asarray(v, jnp.float32) for k, v in d.items() if k != "mask"}
+    m = jnp.asarray(d["mask"])
+    plain, pm = grpo_loss(f["logp"], f["old"], f["adv"], m, **EPS)
+    assert float(pm["tis_weight_mean"]) == 1.0
+    same, _ = grpo_loss(f["logp"], f["old"], f["adv"], m, behavior_logprobs=jnp.asarray(behav), **EPS)
+    assert float(same) == float(plain)  # tis_cap = 0: off
+    got, gm = grpo_loss(f["logp"], f["old"], f["adv"], m, behavior_logprobs=jnp.asarray(behav), tis_cap=1.5, **EPS)
+    w = np.minimum(np.exp(d["old"] - behav), 1.5)
+    r = np.exp(d["logp"] - d["old"])
+    a = d["adv"]
+    pg = np.maximum(-a * r, -a * np.clip(r, 1 - EPS["eps_low"], 1 + EPS["eps_high"]))
+    mask = d["mask"]
+    np.testing.assert_allclose(float(got), (pg * w)[mask].sum() / mask.sum(), rtol=1e-5)
+    np.testing.assert_allclose(float(gm["tis_weight_mean"]), w[mask].mean(), rtol=1e-5)
+    assert w[mask].max() == 1.5 and w[mask].min() < 1.0
+
+
 def test_kl_and_entropy_terms():
     d = make_inputs(3, 0.3)
     d["ref"][1, 5] = d["logp"][1, 5] + 30.0  # beyond the [-10, 10] clamp

@@ -113,3 +113,53 @@ def test_nan_loss_skips_update(tmp_path, monkeypatch):
         assert all(np.array_equal(a, np.asarray(b)) for a, b in zip(before, after))
     finally:
         t.close()
+
+
+@pytest.mark.parametrize("off_policy", [0, 1])
+def test_off_policy_steps(tmp_path, off_policy):
+    """off_policy_steps=1: step n+1's batch is played during update n with the weights before it,
+    and the loss's ratio is against those behaviour log-probs; with 0, every batch is on-policy."""
+    import jax
+    import jax.numpy as jnp
+
+    from prover_jax.training.batch import pack
+    from prover_jax.training.step import make_logprob_fn
+
+    c = tiny_config()
+    c.sft.steps = 0
+    c.credit.method = "grpo"
+    c.optim.learning_rate = 3e-2
+    c.rollout.off_policy_steps = off_policy
+    t = trainer_lib.Trainer(c, str(tmp_path / f"off{off_policy}"))
+    logp = make_logprob_fn(t.graphdef)
+
+    def sampled_under(trajs, params):
+        rows = pack(trajs, [np.zeros(len(x.tokens), np.float32) for x in trajs], len(trajs))
+        got = np.asarray(logp(params, rows["tokens"][0], rows["valid"][0]))
+        m = rows["loss_mask"][0]
+        return np.abs(got[m] - rows["old_logprobs"][0][m]).max()
+
+    real_assign = t.credit.assign
+
+    def signed_assign(groups):  # a random policy fails everywhere: give the update a direction
+        out = real_assign(groups)
+        out.advantages = [[a + np.float32(1 - 2 * (i % 2)) for i, a in enumerate(g)] for g in out.advantages]
+        return out
+
+    t.credit.assign = signed_assign
+    try:
+        theta0 = jax.tree.map(jnp.copy, t.state.params)
+        first = t.rl_step()
+        assert abs(first["ratio_mean"] - 1.0) < 1e-4
+        if off_policy:
+            _, trajs, _, _ = t._prefetched  # the next batch, played during the first update
+            assert sampled_under(trajs, theta0) < 1e-4 and sampled_under(trajs, t.state.params) > 1e-3
+            assert t._meta()["batches_drawn"] == 1  # a checkpoint now replays the prefetched batch
+        second = t.rl_step()
+        if off_policy:
+            assert abs(second["ratio_mean"] - 1.0) > 1e-3 and second["approx_kl"] > 1e-7
+        else:
+            assert abs(second["ratio_mean"] - 1.0) < 1e-4 and t._prefetched is None
+        assert second["tis_weight_mean"] == 1.0
+    finally:
+        t.close()

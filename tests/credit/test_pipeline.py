@@ -1,0 +1,119 @@
+"""The pipelined RL step (judges and verification overlapped with rollouts) against the serial one,
+and judges that hang or raise."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+from flax import nnx
+
+from prover_jax.credit import RolloutVerifier, make_credit
+from prover_jax.credit.pipeline import StepPipeline
+from prover_jax.envs.pool import EnvPool
+from prover_jax.judges import Judge, Proposal
+from prover_jax.judges.random_judge import RandomJudge
+from prover_jax.models import qwen3_5
+from prover_jax.rollout import Rollout, RolloutConfig, env_corpus, train_tokenizer
+from prover_jax.sampling import Driver, Engine, SamplingParams
+from prover_jax.training.config import default_config
+
+L, A = qwen3_5.LINEAR, qwen3_5.FULL
+CFG = qwen3_5.Qwen3_5Config(
+    vocab_size=1024, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+    num_key_value_heads=2, head_dim=8, linear_num_key_heads=2, linear_num_value_heads=4,
+    linear_key_head_dim=8, linear_value_head_dim=8, layer_types=(L, A), tie_word_embeddings=False)
+G, GROUPS, K = 4, 3, 2
+SEEDS = [s for s in (11, 12, 13) for _ in range(G)]
+UIDS = list(range(100, 100 + G * GROUPS))
+
+
+class LuckyPool(EnvPool):
+    """household, but every action counts as valid and an episode's success is a fixed function of
+    its last response (a random policy gets mixed groups; continuations have outcomes to measure)."""
+
+    def act(self, responses):
+        out = super().act(responses)
+        lucky = {e: sum(map(ord, responses[e])) % 2 == 0 for e in responses}
+        return {e: (a, o, r, d, {**info, "valid": True, "success": lucky[e]}, s)
+                for e, (a, o, r, d, info, s) in out.items()}
+
+
+@pytest.fixture(scope="module")
+def setup():
+    tok = train_tokenizer(env_corpus("household", range(20)), vocab_size=1024)
+    model = qwen3_5.Qwen3_5(CFG, rngs=nnx.Rngs(0))
+    engine = Engine(model, max_concurrent_decodes=8, max_prefill_length=512, max_target_length=2048)
+    pool, vpool = LuckyPool("household", G * GROUPS), LuckyPool("household", 2 * GROUPS * K)
+    yield engine, tok, pool, vpool
+    pool.close()
+    vpool.close()
+
+
+def credit_config():
+    c = default_config().credit
+    c.prover.k = K
+    c.prover.band_high = 1.0  # every mixed group is eligible
+    return c
+
+
+def rollout(engine, tok):
+    cfg = RolloutConfig(sampling=SamplingParams(temperature=1.0), max_action_tokens=8, max_turns=3, seed=4)
+    return Rollout(Driver(engine), tok, cfg)
+
+
+def step(setup, judge, overlap, timeout=300.0):
+    engine, tok, pool, vpool = setup
+    ro = rollout(engine, tok)
+    credit = make_credit("prover", credit_config(), judge=judge, verifier=RolloutVerifier(ro, vpool), seed=0)
+    pipe = StepPipeline(ro, pool, credit, verify_pool=vpool if overlap else None, judge_timeout_s=timeout)
+    t0 = time.perf_counter()
+    trajs, out = pipe.run(SEEDS, UIDS, G)
+    return trajs, out, time.perf_counter() - t0
+
+
+def test_pipelined_equals_serial(setup):
+    s_trajs, serial, _ = step(setup, RandomJudge(), overlap=False)
+    p_trajs, piped, _ = step(setup, RandomJudge(), overlap=True)
+    assert [t.tokens for t in s_trajs] == [t.tokens for t in p_trajs]
+    m = serial.metrics
+    assert m["prover/valid_proposals"] >= 1 and m["prover/verify_policy_tokens"] > 0
+    for a, b in zip(serial.advantages, piped.advantages):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
+    same = {k: v for k, v in m.items() if not k.startswith("time/")}
+    assert same == {k: v for k, v in piped.metrics.items() if not k.startswith("time/")}
+    assert {"time/rollout_s", "time/credit_wait_s", "time/judge_s", "time/verify_s"} <= set(piped.metrics)
+
+
+class Unreliable(Judge):
+    """Hangs on the first group it sees, raises on the second, answers like RandomJudge on others."""
+
+    def __init__(self):
+        self.release, self.seen, self.lock = threading.Event(), [], threading.Lock()
+
+    def _propose(self, success, failures, *, max_segment_turns, rng):
+        with self.lock:
+            self.seen.append(success.uid)
+            n = len(self.seen)
+        if n == 1:
+            self.release.wait(60)
+            return Proposal(None, "no_proposal")
+        if n == 2:
+            raise RuntimeError("judge backend exploded")
+        return RandomJudge()._propose(success, failures, max_segment_turns=max_segment_turns, rng=rng)
+
+
+def test_hanging_or_raising_judge_is_a_drop_within_the_timeout(setup):
+    _, reference, plain_s = step(setup, RandomJudge(), overlap=True)
+    judge = Unreliable()
+    try:
+        _, out, took = step(setup, judge, overlap=True, timeout=2.0)
+    finally:
+        judge.release.set()
+    m = out.metrics
+    eligible = reference.metrics["prover/eligible_groups"]
+    assert eligible == 3 and len(judge.seen) == 3
+    assert m["prover/dropped/timeout"] == 1 and m["prover/dropped/judge_error"] == 1
+    assert m["prover/eligible_groups"] == 3
+    assert took < plain_s + 2.0 + 5.0  # the hang costs at most its timeout, never 60 s
