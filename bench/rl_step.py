@@ -3,6 +3,7 @@
     python bench/rl_step.py [--workdir=runs/bench_rl_step] [--warmup=2] [--steps=4]
                             [--variants=grpo,prover,prover_openai] [--judge_latency_s=0.5]
 
+The update is compiled for every length bucket when each variant starts (train.precompile).
 A policy that produces mixed groups comes first: a short SFT warm start on the demo config
 (--sft_steps), cached in WORKDIR/sft and reused by later runs. Every variant then starts from that
 checkpoint (a copy of WORKDIR/sft in WORKDIR/<variant>), runs --warmup untimed RL steps (compiles,
@@ -11,9 +12,10 @@ caches) and --steps timed ones:
     prover         credit prover, contrastive judge
     prover_openai  credit prover, the openai judge against a scripted OpenAI-compatible endpoint on
                    localhost that answers every call after --judge_latency_s (cache off)
-Then the driver's host overhead per decode step: the wall time of a decode step through the driver
-(32 requests, fixed length, no stop) minus the time of the jitted generate step alone (chained
-steps, one block at the end), both at the demo's 32 slots.
+Then the driver's host overhead per decode step: the wall time of 32 requests of 64 tokens through
+the driver (fixed length, no stop), less the time of their one batched prefill alone, per decode
+step, minus the time of the jitted generate step alone (chained steps, one block at the end), all
+at the demo's 32 slots; at the config's decode steps per call and at 4 (the `_4` keys).
 
 Prints a table and, last, one JSON line: grpo_step_s, prover_step_s (contrastive), prover_over_grpo,
 prover_openai_step_s, prover_openai_over_grpo, eligible_frac (groups in the band, timed ProVer
@@ -24,6 +26,7 @@ decode_step_ms, plus per variant the mean, min and max step time and the mean of
 from __future__ import annotations
 
 import http.server
+import inspect
 import json
 import os
 import re
@@ -51,6 +54,7 @@ def demo_config():
     c = get_config()
     c.judge.name = "contrastive"
     c.train.checkpoint_every = 10 ** 6
+    c.train.precompile = True  # every length bucket compiled at start: no update compiles in the timed steps
     for item in FLAGS.override:
         key, value = item.split("=", 1)
         node = c
@@ -176,7 +180,7 @@ def time_variant(name: str, sft_dir: str, root: str, base_url: str) -> dict:
             "compiles": float(np.mean([r.get("compiles", -1) for r in rows])), **times}
 
 
-def decode_overhead(sft_dir: str) -> dict:
+def decode_overhead(sft_dir: str, steps_per_call: int = 1) -> dict:
     """Per decode step at 32 busy slots: driver wall time vs the jitted generate step alone."""
     import jax
     import numpy as np
@@ -188,7 +192,8 @@ def decode_overhead(sft_dir: str) -> dict:
     try:
         r = c.rollout
         engine = trainer.engine
-        driver = Driver(engine, params=trainer.driver.params)
+        kw = {"steps_per_call": steps_per_call} if steps_per_call != 1 else {}  # (1 also runs older drivers)
+        driver = Driver(engine, params=trainer.driver.params, **kw)
         S, N = r.max_concurrent_decodes, 64
         prompts = np.random.default_rng(0).integers(3, 500, (S, 32))
         reqs = [Request(p.tolist(), SamplingParams(temperature=1.0), max_new_tokens=N, seed=i)
@@ -200,8 +205,16 @@ def decode_overhead(sft_dir: str) -> dict:
             t0 = time.perf_counter()
             driver.run(reqs)
             dt = time.perf_counter() - t0
-            best_driver = min(best_driver, dt / (driver.stats["decode_steps"] - steps0))
+            best_driver = min(best_driver, dt)
         params = driver.params
+        best_prefill = float("inf")  # the driver's one batched prefill of the 32 prompts, alone
+        for _ in range(3):
+            t0 = time.perf_counter()
+            jax.block_until_ready(engine.prefill_batch(
+                params=params, padded_tokens=prompts, true_lengths=[prompts.shape[1]] * S,
+                samplers=[SamplingParams(temperature=1.0)] * S, rngs=list(range(S)), num_samples=[1] * S,
+                existing_prefixes=[None] * S).token_N)
+            best_prefill = min(best_prefill, time.perf_counter() - t0)
         state = engine.init_decode_state()
         prefix, _ = engine.prefill_multisampling(params=params, padded_tokens=prompts[0], num_samples=S,
                                                  sampler=SamplingParams(temperature=1.0), rng=0)
@@ -217,8 +230,19 @@ def decode_overhead(sft_dir: str) -> dict:
             best_step = min(best_step, (time.perf_counter() - t0) / (N - 1))
     finally:
         trainer.close()
+    best_driver = (best_driver - best_prefill) / (N - 1)  # N - 1 decode steps after the prefill's token
     return {"decode_step_ms": 1e3 * best_step, "driver_step_ms": 1e3 * best_driver,
             "decode_host_overhead_ms": 1e3 * max(best_driver - best_step, 0.0)}
+
+
+def decode_overheads(sft_dir: str) -> dict:
+    """decode_overhead at the config's steps per call, and at 4 (suffixed _4)."""
+    from prover_jax.sampling import Driver
+    out = decode_overhead(sft_dir, demo_config().rollout.get("decode_steps_per_call", 1))
+    if "steps_per_call" not in inspect.signature(Driver).parameters:  # an older driver: one step per call
+        return out
+    out.update({f"{k}_4": v for k, v in decode_overhead(sft_dir, 4).items() if k != "decode_step_ms"})
+    return out
 
 
 def main(argv):
@@ -236,7 +260,7 @@ def main(argv):
         results = {}
         for name in FLAGS.variants:
             results[name] = time_variant(name, sft_dir, root, base_url)
-        overhead = decode_overhead(sft_dir)
+        overhead = decode_overheads(sft_dir)
     finally:
         server.shutdown()
     print(f"load after: {os.getloadavg()}")

@@ -112,7 +112,11 @@ def raw_key(rng) -> np.ndarray | jax.Array:
     if rng is None:
         rng = 0
     if isinstance(rng, (int, np.integer)):
-        return jax.random.key_data(jax.random.key(int(rng)))
+        seed = int(rng)
+        if 0 <= seed < 2 ** 32 and jax.config.jax_default_prng_impl == "threefry2x32":
+            # PRNGKey(seed)'s data, built on the host: no device op (which would wait for the queue)
+            return np.array([0, seed], np.uint32)
+        return jax.random.key_data(jax.random.key(seed))
     if jnp.issubdtype(rng.dtype, jax.dtypes.prng_key):
         return jax.random.key_data(rng)
     return jnp.asarray(rng)
@@ -318,7 +322,9 @@ class Engine:
             if start + n > self.max_target_length:
                 raise ValueError(f"prompt of {start + n} tokens exceeds max_target_length "
                                  f"{self.max_target_length}")
-        R, N = bucket(B), bucket(sum(num_samples))
+        # rows in powers of two; samples padded to the slots' bucket (only their logits cost): few
+        # compiled shapes
+        R, N = bucket(B), max(bucket(self._slots), bucket(sum(num_samples)))
         padded = np.zeros((R, T), np.int32)
         padded[:B] = np.where(np.arange(T)[None] < lengths[:, None], tokens, 0)
         n_R = np.zeros((R,), np.int32)

@@ -4,8 +4,8 @@
 
 Counts add up (episodes, tokens, proposals, judge calls and cost, drop reasons); rates are
 recomputed from the summed counts or averaged with their natural weights (success over episodes,
-invalid actions over turns, segment length and delta over valid proposals); wall times take the
-slowest process; everything else (the global update's loss, gradient norm, ...) is the same on
+invalid actions over turns, segment length and delta over valid proposals); wall times and
+`compiles` take the slowest / most compiling process; everything else (the global update's loss, gradient norm, ...) is the same on
 every process and is taken from process 0. With one process the row comes back unchanged.
 """
 

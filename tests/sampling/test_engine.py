@@ -220,3 +220,11 @@ def test_prefill_in_pieces_and_full_cache(setup):
 def state_prefix_full(prefix):
     """`prefix` with its cache position moved to MAX_LEN - 4 (only the position is read)."""
     return prefix.replace(cache=prefix.cache.replace(pos=prefix.cache.pos + MAX_LEN - 4 - 14))
+
+
+def test_raw_key_of_an_int_is_prngkey_data_built_on_the_host():
+    from prover_jax.sampling.engine import raw_key
+    for seed in (0, 1, 12345, 2 ** 31 - 1, 2 ** 32 - 1):
+        got = raw_key(seed)
+        assert isinstance(got, np.ndarray)
+        np.testing.assert_array_equal(got, np.asarray(jax.random.key_data(jax.random.key(seed))))
