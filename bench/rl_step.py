@@ -6,8 +6,8 @@
 The update is compiled for every length bucket when each variant starts (train.precompile).
 A policy that produces mixed groups comes first: a short SFT warm start on the demo config
 (--sft_steps), cached in WORKDIR/sft and reused by later runs. Every variant then starts from that
-checkpoint (a copy of WORKDIR/sft in WORKDIR/<variant>), runs --warmup untimed RL steps (compiles,
-caches) and --steps timed ones:
+checkpoint (a copy of WORKDIR/sft in WORKDIR/<variant>); the variants take turns, one RL step each
+per round, --warmup untimed rounds (compiles, caches) then --steps timed ones:
     grpo           credit grpo
     prover         credit prover, contrastive judge
     prover_openai  credit prover, the openai judge against a scripted OpenAI-compatible endpoint on
@@ -146,38 +146,50 @@ def variant_config(name: str, base_url: str):
     return c
 
 
-def time_variant(name: str, sft_dir: str, root: str, base_url: str) -> dict:
+def time_variants(names, sft_dir: str, root: str, base_url: str) -> dict:
+    """All variants' trainers at once, stepped in turn (round r: every variant's step r), so
+    compilation, caches and any drift of the machine fall on all of them alike."""
     import numpy as np
 
     from prover_jax.training.trainer import Trainer
-    path = os.path.join(root, name)
-    shutil.rmtree(path, ignore_errors=True)
-    shutil.copytree(sft_dir, path)
-    trainer = Trainer(variant_config(name, base_url), path)
-    rows, walls = [], []
+    trainers = {}
     try:
-        if not trainer.restored or not trainer.sft_done:
-            raise RuntimeError(f"{path}: the SFT checkpoint was not restored")
+        for name in names:
+            path = os.path.join(root, name)
+            shutil.rmtree(path, ignore_errors=True)
+            shutil.copytree(sft_dir, path)
+            trainers[name] = Trainer(variant_config(name, base_url), path)
+            if not trainers[name].restored or not trainers[name].sft_done:
+                raise RuntimeError(f"{path}: the SFT checkpoint was not restored")
+        rows = {name: [] for name in names}
+        walls = {name: [] for name in names}
         for i in range(FLAGS.warmup + FLAGS.steps):
-            t0 = time.perf_counter()
-            row = trainer.rl_step()
-            wall = time.perf_counter() - t0
-            print(f"  {name} step {i + 1}{' (warm-up)' if i < FLAGS.warmup else ''}: {wall:.2f} s, success "
-                  f"{row['success_rate']:.2f}, eligible {row['prover/eligible_groups']:.0f}, compiles "
-                  f"{row.get('compiles', float('nan'))}", flush=True)
-            if i >= FLAGS.warmup:
-                rows.append(row)
-                walls.append(wall)
+            for name, trainer in trainers.items():
+                t0 = time.perf_counter()
+                row = trainer.rl_step()
+                wall = time.perf_counter() - t0
+                print(f"  {name} step {i + 1}{' (warm-up)' if i < FLAGS.warmup else ''}: {wall:.2f} s, "
+                      f"success {row['success_rate']:.2f}, eligible {row['prover/eligible_groups']:.0f}, "
+                      f"compiles {row.get('compiles', float('nan'))}", flush=True)
+                if i >= FLAGS.warmup:
+                    rows[name].append(row)
+                    walls[name].append(wall)
     finally:
-        trainer.close()
-    times = {k: float(np.mean([r[k] for r in rows])) for k in rows[0] if k.startswith("time/")}
-    G = trainer.config.rollout.groups_per_step
-    return {"step_s": float(np.mean(walls)), "step_min_s": min(walls), "step_max_s": max(walls),
-            "eligible_frac": float(np.mean([r["prover/eligible_groups"] / G for r in rows])),
-            "success_rate": float(np.mean([r["success_rate"] for r in rows])),
-            "rollout_tokens_per_s": float(sum(r["policy_tokens"] for r in rows)
-                                          / max(sum(r["time/rollout_s"] for r in rows), 1e-9)),
-            "compiles": float(np.mean([r.get("compiles", -1) for r in rows])), **times}
+        for trainer in trainers.values():
+            trainer.close()
+    out = {}
+    for name in names:
+        r, w = rows[name], walls[name]
+        G = trainers[name].config.rollout.groups_per_step
+        out[name] = {
+            "step_s": float(np.mean(w)), "step_min_s": min(w), "step_max_s": max(w),
+            "eligible_frac": float(np.mean([x["prover/eligible_groups"] / G for x in r])),
+            "success_rate": float(np.mean([x["success_rate"] for x in r])),
+            "rollout_tokens_per_s": float(sum(x["policy_tokens"] for x in r)
+                                          / max(sum(x["time/rollout_s"] for x in r), 1e-9)),
+            "compiles": float(np.mean([x.get("compiles", -1) for x in r])),
+            **{k: float(np.mean([x[k] for x in r])) for k in r[0] if k.startswith("time/")}}
+    return out
 
 
 def decode_overhead(sft_dir: str, steps_per_call: int = 1) -> dict:
@@ -257,9 +269,7 @@ def main(argv):
     server, base_url = start_endpoint(FLAGS.judge_latency_s)
     try:
         sft_dir = sft_policy(root)
-        results = {}
-        for name in FLAGS.variants:
-            results[name] = time_variant(name, sft_dir, root, base_url)
+        results = time_variants(FLAGS.variants, sft_dir, root, base_url)
         overhead = decode_overheads(sft_dir)
     finally:
         server.shutdown()

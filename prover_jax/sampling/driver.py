@@ -203,6 +203,42 @@ class Driver:
             self._stops = StopStrings(tokens, capacity=self.engine.max_stop_strings)
         return self._stops
 
+    def warmup(self, stop_strings: Sequence[str] = ()) -> float:
+        """Compiles, before any request, every shape the driver can meet: prefill for each
+        (rows, length) bucket, the row stacking of extensions, insert for each slot count, and the
+        decode call with `stop_strings` registered (a new stop string later changes the decode
+        call's table: one more compile). Returns the seconds it took."""
+        import time
+
+        t0, engine = time.perf_counter(), self.engine
+        for s in stop_strings:
+            self.stop_strings().index(s)
+        table = None if self._stops is None else self._stops.table()
+        S, step = bucket(engine.max_concurrent_decodes), engine.max_prefill_length
+        lengths = sorted({min(bucket(n, self.min_bucket), step) for n in (2 ** i for i in range(32)) if n <= step}
+                         | {step})
+        one = engine.prefill_batch(params=self.params, padded_tokens=np.zeros((1, 1), np.int32), true_lengths=[1],
+                                   samplers=[SamplingParams()], rngs=[0], num_samples=[1], existing_prefixes=[None])
+        rows = 1
+        while rows <= S:
+            for n, T in enumerate(lengths):
+                prefix = engine.prefill_batch(
+                    params=self.params, padded_tokens=np.zeros((rows, T), np.int32), true_lengths=[1] * rows,
+                    samplers=[SamplingParams()] * rows, rngs=[0] * rows, num_samples=[1] * rows,
+                    existing_prefixes=[one if n == 0 else None] * rows, existing_lengths=[1] * rows)
+            state = engine.init_decode_state()
+            count = 1
+            while count <= S:  # inserts of 1, 2, 4, ... samples of an R-row prefix
+                n = min(count, engine.max_concurrent_decodes)
+                state = engine.bulk_insert(prefix, state, list(range(n)), list(range(n)),
+                                           stops=[StopSpec(1)] * n, stop_table=table)
+                count *= 2
+            rows *= 2
+        state, result = engine.generate(self.params, state, stop_table=table, steps=self.steps_per_call)
+        engine.extract(state, 0)
+        jax.block_until_ready(result.tokens)
+        return time.perf_counter() - t0
+
     # Submission.
     def _job(self, request: Request) -> _Job:
         """Validates `request` (ValueError naming the problem) and turns it into a job."""
@@ -330,11 +366,14 @@ class Driver:
         engine = self.engine
         free = [s for s in range(engine.max_concurrent_decodes) if s not in self._busy]
         wanted = len(self._inserts)
-        jobs = []
-        while self._queue and wanted < len(free):
+        jobs, samples, cap = [], 0, bucket(engine.max_concurrent_decodes)
+        # one prefill draws at most `cap` samples (one compiled sample count) unless a job alone needs more
+        while self._queue and wanted < len(free) and (
+                not jobs or samples + self._queue[0].request.num_samples <= cap):
             job = self._queue.popleft()
             jobs.append(job)
             wanted += job.request.num_samples
+            samples += job.request.num_samples
         if jobs:
             self._prefill(jobs)
         if not self._inserts or not free:

@@ -68,6 +68,7 @@ def default_config() -> ml_collections.ConfigDict:
     c.rollout.system_prompt = ""  # "": the family's own system prompt; else this text replaces it
     c.rollout.max_concurrent_decodes = 32  # engine slots
     c.rollout.off_policy_steps = 0  # 1: the next step's batch plays with the old weights during the update
+    c.rollout.warmup = False  # compile every prefill / insert / decode shape of the sampler at start
     c.rollout.decode_steps_per_call = 1  # decode steps per jitted call (end conditions checked on device)
     c.rollout.max_prefill_length = 1024
     c.rollout.max_target_length = 4096  # longest episode (tokens); longer ones end as context_limit

@@ -124,6 +124,8 @@ class Trainer:
         n_train = local_groups * r.group_size
         env_kw = self.env_kwargs()
         self.pool = EnvPool(c.env.name, n_train, env_kw, processes=c.env.processes)
+        if r.warmup:
+            logging.info("compiled the sampler's shapes in %.0f s", self.driver.warmup(self.pool.prompt.stop_strings))
         n_verify = min(2 * local_groups * c.credit.prover.k, max(n_train, c.credit.prover.k))
         self.verify_pool = (EnvPool(c.env.name, n_verify, env_kw, processes=c.env.processes)
                             if c.credit.method == "prover" else None)

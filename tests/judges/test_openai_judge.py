@@ -220,6 +220,40 @@ def test_budget():
     assert run(judge_for(server, max_calls_per_step=0)).reason == BUDGET and not server.requests
 
 
+def test_budget_and_cache_under_concurrent_proposals(tmp_path):
+    """Eight groups judged at once (the pipelined step's worker threads): exactly the budget's
+    calls go out, the rest are budget drops; the cache written concurrently serves every repeat."""
+    import threading
+    import time as _time
+
+    def slow(request):
+        _time.sleep(0.05)  # calls overlap
+        return server_ok(request)
+
+    server_ok = Server(reply(call("propose_segment", start_turn=1, end_turn=2, failure_mode="m", rationale="r")))
+    kw = {"max_calls_per_step": 5, "cache": True, "workdir": str(tmp_path)}
+    judge = judge_for(slow, **kw)
+    trajs = [make_traj([("go to sinkbasin 1", f"obs {i}"), ("take mug 1 from sinkbasin 1", "ok"),
+                        ("clean mug 1 with sinkbasin 1", "ok"), ("go to cabinet 1", "ok")], True)
+             for i in range(8)]
+    out = [None] * 8
+
+    def one(i):
+        out[i] = judge.propose(trajs[i], FAILURES, max_segment_turns=2, rng=np.random.default_rng(i))
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(8)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert len(server_ok.requests) == 5
+    assert sum(p.ok for p in out) == 5 and sum(p.reason == BUDGET for p in out) == 3
+    judge.begin_step()
+    again = [None] * 8
+    for i in range(8):  # cached answers cost no call; the three new ones fit the fresh budget
+        again[i] = judge.propose(trajs[i], FAILURES, max_segment_turns=2, rng=np.random.default_rng(i))
+    assert all(p.ok for p in again) and len(server_ok.requests) == 8
+    assert sum(p.cached for p in again) == 5
+
+
 def test_cache(tmp_path):
     script = [reply(call("search_trajectory", query="cup", k=2), usage=(100, 10)),
               reply(call("propose_segment", start_turn=1, end_turn=2, failure_mode="m", rationale="r"),

@@ -109,3 +109,21 @@ def test_first_token_ends_and_capacity(engine):
     assert c.tokens == plain.tokens[:1] and c.finish_reason == "length"
     with pytest.raises(ValueError, match="at most 4 distinct stop strings"):
         driver.run([Request(tokens, stop_strings=("q1", "q2", "q3", "q4", "q5"))])
+
+
+def test_warmup_leaves_nothing_to_compile(engine):
+    """After Driver.warmup, requests of any prompt length, fan-out and extension compile nothing."""
+    from prover_jax.training.metrics import CompileCounter
+
+    driver = Driver(engine, decode_fn=decode)
+    assert driver.warmup(stop_strings=("b>x",)) > 0
+    counter = CompileCounter()
+    rng = np.random.default_rng(0)
+    reqs = [Request(rng.integers(0, CFG.vocab_size, n).tolist(), HOT, max_new_tokens=6, seed=i,
+                    num_samples=k, stop_strings=("b>x",), keep_context=True)
+            for i, (n, k) in enumerate([(3, 1), (9, 2), (16, 1), (40, 1), (5, 3)])]
+    out = driver.run(reqs)
+    ctx = [c.context for group in out for c in group if c.context is not None]
+    driver.run([Request(rng.integers(0, CFG.vocab_size, 4).tolist(), HOT, max_new_tokens=4, context=x)
+                for x in ctx[:3]])
+    assert counter.take() == 0
