@@ -171,7 +171,9 @@ def engine_programs(config, mesh: Mesh, fns) -> list[Program]:
         state = _with_shardings(jax.eval_shape(engine._init_state_impl), engine._state_shardings())
         S = r.max_concurrent_decodes
         flops = S * (per_token + attention_flops_per_token(cfg, r.max_target_length // 2))
-        out.append(Program("generate", engine._generate, (params, state), emesh, S, flops))
+        rep = NamedSharding(emesh, P())
+        table = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=rep), engine.no_stops)
+        out.append(Program("generate", engine._generate, (params, state, table, 1), emesh, S, flops))
     if "prefill" in fns:
         R, T = PREFILL_ROWS, r.max_prefill_length
         abstract = jax.eval_shape(lambda: qwen3_5.init_cache(cfg, R, r.max_target_length, compute))
