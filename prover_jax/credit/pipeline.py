@@ -83,7 +83,6 @@ class _Step:
         self.starts: collections.deque = collections.deque()  # (g, which, traj, turn, k) without envs
         self.free_envs = list(range(pipe.verify_pool.num_envs))
         self.runs: dict[int, list[list]] = {}
-        self.left: dict[int, int] = {}  # group -> continuations not ended yet
         self.live_continuations = 0
         self.verify_since: float | None = None
         self.verify_s = self.judge_s = 0.0
@@ -182,10 +181,8 @@ class _Step:
             return
         traj = self.trajs[g * self.G + i]
         self.runs[g] = [None, None]
-        self.left[g] = 0
         for which, (t, turn, k) in enumerate(self.credit.starts(traj, prop.segment)):
             self.starts.append((g, which, t, turn, k))
-            self.left[g] += k
 
     def _launch_continuations(self) -> None:
         pool = self.pipe.verify_pool
@@ -193,10 +190,9 @@ class _Step:
             g, which, traj, turn, k = self.starts.popleft()
             envs, self.free_envs = self.free_envs[:k], self.free_envs[k:]
 
-            def ended(child: Trajectory, env: int, g=g):
+            def ended(child: Trajectory, env: int):
                 self.free_envs.append(env)
                 self.live_continuations -= 1
-                self.left[g] -= 1
                 if self.live_continuations == 0:
                     self.verify_s += time.perf_counter() - self.verify_since
 
