@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 
+from prover_jax.registry import Registry
 from prover_jax.rollout.trajectory import Trajectory
 
 
@@ -90,24 +91,13 @@ class CreditMethod(abc.ABC):
     def assign(self, groups: Sequence[Sequence[Trajectory]]) -> CreditOutput: ...
 
 
-_REGISTRY: dict[str, Callable[..., CreditMethod]] = {}
-
-
-def register_credit(name: str):
-    def deco(cls):
-        if name in _REGISTRY:
-            raise ValueError(f"credit method {name!r} registered twice")
-        _REGISTRY[name] = cls
-        return cls
-    return deco
+METHODS: Registry = Registry("credit method", field="credit.method", load="prover_jax.credit")
+register_credit = METHODS.register
 
 
 def credit_class(name: str) -> type[CreditMethod]:
     """The registered class of method `name` (its `needs` can be read before building it)."""
-    from prover_jax import credit as _credit  # noqa: F401  (registers the built-in methods)
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown credit method {name!r} (credit.method); known: {sorted(_REGISTRY)}")
-    return _REGISTRY[name]
+    return METHODS.get(name)
 
 
 def make_credit(name: str, config: Any, **deps) -> CreditMethod:
@@ -115,8 +105,7 @@ def make_credit(name: str, config: Any, **deps) -> CreditMethod:
 
 
 def credit_names() -> list[str]:
-    from prover_jax import credit as _credit  # noqa: F401
-    return sorted(_REGISTRY)
+    return METHODS.names()
 
 
 def rewards(group: Sequence[Trajectory]) -> np.ndarray:

@@ -35,7 +35,9 @@ from __future__ import annotations
 import abc
 import dataclasses
 import re
-from typing import Any, Callable
+from typing import Any
+
+from prover_jax.registry import Registry
 
 ACTION_RE = re.compile(r"<action>(.*?)</action>", re.DOTALL)
 SPLITS = ("train", "eval")
@@ -141,34 +143,17 @@ class Env(abc.ABC):
         """Releases resources (processes, files)."""
 
 
-_REGISTRY: dict[str, Callable[..., Env]] = {}
-
-
-def register(name: str) -> Callable[[Callable[..., Env]], Callable[..., Env]]:
-    """Class decorator: makes `make(name, **kwargs)` build this family."""
-
-    def deco(factory):
-        if name in _REGISTRY:
-            raise ValueError(f"environment {name!r} registered twice")
-        _REGISTRY[name] = factory
-        return factory
-
-    return deco
+ENVS: Registry = Registry("environment", field="env.name", load="prover_jax.envs")
+register = ENVS.register  # class decorator: `make(name, **kwargs)` builds this family
 
 
 def make(name: str, **kwargs) -> Env:
     """Builds environment family `name` (see `names()`) with family-specific kwargs."""
-    from prover_jax import envs as _envs  # noqa: F401  (imports the families so they register)
-
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown environment {name!r}; known: {sorted(_REGISTRY)}")
-    return _REGISTRY[name](**kwargs)
+    return ENVS.make(name, **kwargs)
 
 
 def names() -> list[str]:
-    from prover_jax import envs as _envs  # noqa: F401
-
-    return sorted(_REGISTRY)
+    return ENVS.names()
 
 
 def info_dict(*, success: bool = False, score: float | None = None, valid: bool = True,

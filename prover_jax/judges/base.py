@@ -29,12 +29,13 @@ from __future__ import annotations
 import abc
 import collections
 import dataclasses
-import importlib
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
+
+from prover_jax.registry import Registry
 
 if TYPE_CHECKING:  # the rollout package imports jax; judges only read the records
     from prover_jax.rollout.trajectory import Trajectory, Turn
@@ -268,19 +269,16 @@ class Judge(abc.ABC):
         """Releases resources (HTTP clients)."""
 
 
-_REGISTRY: dict[str, Callable[..., Judge]] = {}
-_BUILTIN = {"random": "prover_jax.judges.random_judge", "contrastive": "prover_jax.judges.contrastive",
-            "openai": "prover_jax.judges.openai_judge"}
+JUDGES: Registry = Registry("judge", field="judge.name", lazy={
+    "random": "prover_jax.judges.random_judge", "contrastive": "prover_jax.judges.contrastive",
+    "openai": "prover_jax.judges.openai_judge"})
 
 
 def register(name: str):
     """Class decorator: `make_judge(name, ...)` builds this judge through its `from_config`."""
 
     def deco(cls):
-        old = _REGISTRY.get(name)
-        if old is not None and (old.__module__, old.__qualname__) != (cls.__module__, cls.__qualname__):
-            raise ValueError(f"judge {name!r} registered twice")  # (re-registering on reload is fine)
-        _REGISTRY[name] = cls
+        JUDGES.add(name, cls)
         cls.name = name
         return cls
 
@@ -288,17 +286,13 @@ def register(name: str):
 
 
 def names() -> list[str]:
-    return sorted(set(_REGISTRY) | set(_BUILTIN))
+    return JUDGES.names()
 
 
 def make_judge(name: str, config_section: Any = None, workdir: str | None = None, **kwargs) -> Judge:
     """Builds judge `name` from the trainer's `judge` config section (config.judge); `workdir` is where
     judges keep state (the openai judge's response cache); kwargs override / extend the config."""
-    if name not in _REGISTRY and name in _BUILTIN:
-        importlib.import_module(_BUILTIN[name])
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown judge {name!r}; known: {names()}")
-    factory = _REGISTRY[name]
+    factory = JUDGES.get(name)
     if hasattr(factory, "from_config"):
         return factory.from_config(config_section, workdir, **kwargs)
     return factory(config_section, workdir, **kwargs)

@@ -20,7 +20,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+from prover_jax.registry import Registry
+
 LOG_RATIO_CLAMP = 20.0  # |logp - logp_old| is clipped here before exp (as verl does)
 KL_CLAMP = 10.0  # d = logp_ref - logp is clipped to [-KL_CLAMP, KL_CLAMP] before the k3 estimator
 
@@ -83,12 +84,34 @@ def selected_logprobs(model, tokens_BxL, valid_BxL, at_BxP):
     return logp
 
 
+AGGREGATIONS: Registry = Registry("loss aggregation", field="loss.aggregation")
+
+
+@AGGREGATIONS.register("token-mean")
+def _token_mean(x_BxL, per_seq_B, num_tokens, num_seqs, horizon):
+    """sum(x) / N"""
+    return jnp.sum(x_BxL) / jnp.maximum(num_tokens, 1)
+
+
+@AGGREGATIONS.register("seq-mean-token-mean")
+def _seq_mean_token_mean(x_BxL, per_seq_B, num_tokens, num_seqs, horizon):
+    """(1/S) sum_i (sum_t x_it / n_i)"""
+    return jnp.sum(jnp.sum(x_BxL, axis=-1) / jnp.maximum(per_seq_B, 1)) / jnp.maximum(num_seqs, 1)
+
+
+@AGGREGATIONS.register("seq-mean-token-sum-norm")
+def _seq_mean_token_sum_norm(x_BxL, per_seq_B, num_tokens, num_seqs, horizon):
+    """sum(x) / (S * H)"""
+    return jnp.sum(x_BxL) / (jnp.maximum(num_seqs, 1) * horizon)
+
+
 def aggregate(x_BxL, mask_BxL, aggregation: str, *, num_tokens=None, num_seqs=None, horizon=None):
     """agg(x) over the tokens of `mask` (see the module docstring); masked-out values never matter.
 
     num_tokens / num_seqs default to this batch's N and S; horizon defaults to L. Empty denominators
     count as 1 (a batch without policy tokens aggregates to 0).
     """
+    fn = AGGREGATIONS.get(aggregation)
     m = mask_BxL.astype(bool)
     x = jnp.where(m, x_BxL, 0.0)
     per_seq = jnp.sum(m, axis=-1)
@@ -97,14 +120,7 @@ def aggregate(x_BxL, mask_BxL, aggregation: str, *, num_tokens=None, num_seqs=No
     if num_seqs is None:
         num_seqs = jnp.sum(per_seq > 0)
     horizon = x_BxL.shape[-1] if horizon is None else horizon
-    if aggregation == "token-mean":
-        return jnp.sum(x) / jnp.maximum(num_tokens, 1)
-    if aggregation == "seq-mean-token-mean":
-        seq_means = jnp.sum(x, axis=-1) / jnp.maximum(per_seq, 1)
-        return jnp.sum(seq_means) / jnp.maximum(num_seqs, 1)
-    if aggregation == "seq-mean-token-sum-norm":
-        return jnp.sum(x) / (jnp.maximum(num_seqs, 1) * horizon)
-    raise ValueError(f"unknown aggregation {aggregation!r}; expected one of {AGGREGATIONS}")
+    return fn(x, per_seq, num_tokens, num_seqs, horizon)
 
 
 def grpo_loss(logprobs, old_logprobs, advantages, loss_mask, *, eps_low: float, eps_high: float,
@@ -131,8 +147,7 @@ gradient); metric tis_weight_mean.
     (token means over N), num_tokens (this batch's policy tokens). With `num_tokens`/`num_seqs` given
     as totals over a larger batch, every metric except num_tokens is a partial sum of that batch's.
     """
-    if aggregation not in AGGREGATIONS:
-        raise ValueError(f"unknown aggregation {aggregation!r}; expected one of {AGGREGATIONS}")
+    AGGREGATIONS.get(aggregation)  # ValueError naming loss.aggregation and the known names
     if kl_coef and ref_logprobs is None:
         raise ValueError("kl_coef > 0 needs ref_logprobs")
     if entropy_coef and entropy is None:

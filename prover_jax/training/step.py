@@ -20,6 +20,7 @@ import optax
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec as P
 
+from prover_jax.registry import Registry
 from prover_jax.sharding import named_sharding
 from prover_jax.training.loss import AGGREGATIONS, grpo_loss, token_logprobs
 
@@ -57,24 +58,22 @@ def _decay_mask(params):
     return jax.tree.map(lambda p: p.ndim >= 2, params)
 
 
+OPTIMIZERS: Registry = Registry("optimizer", field="optim.name")
+OPTIMIZERS.add("adamw", lambda lr, c: optax.adamw(lr, b1=c.b1, b2=c.b2, weight_decay=c.weight_decay, mask=_decay_mask))
+OPTIMIZERS.add("adam", lambda lr, c: optax.adam(lr, b1=c.b1, b2=c.b2))
+OPTIMIZERS.add("sgd", lambda lr, c: optax.sgd(lr))
+
+
 def make_optimizer(cfg) -> optax.GradientTransformation:
     """`cfg.optim` -> chain(global-norm clip if grad_clip > 0, adamw | adam | sgd).
 
     The learning rate (with linear warmup over `warmup_steps`) is an injected hyperparameter:
     `opt_state.hyperparams["learning_rate"]` holds the rate used by the latest update.
     """
-    name = cfg.name
+    factory = OPTIMIZERS.get(cfg.name)
 
     def build(learning_rate):
-        if name == "adamw":
-            opt = optax.adamw(learning_rate, b1=cfg.b1, b2=cfg.b2, weight_decay=cfg.weight_decay,
-                              mask=_decay_mask)
-        elif name == "adam":
-            opt = optax.adam(learning_rate, b1=cfg.b1, b2=cfg.b2)
-        elif name == "sgd":
-            opt = optax.sgd(learning_rate)
-        else:
-            raise ValueError(f"unknown optimizer {name!r}; expected adamw | adam | sgd")
+        opt = factory(learning_rate, cfg)
         clip = [optax.clip_by_global_norm(cfg.grad_clip)] if cfg.grad_clip > 0 else []
         return optax.chain(*clip, opt)
 
@@ -90,8 +89,7 @@ def init_train_state(model: nnx.Module, optimizer: optax.GradientTransformation)
 
 
 def _loss_kwargs(loss_cfg):
-    if loss_cfg.aggregation not in AGGREGATIONS:
-        raise ValueError(f"unknown loss.aggregation {loss_cfg.aggregation!r}; expected {AGGREGATIONS}")
+    AGGREGATIONS.get(loss_cfg.aggregation)  # ValueError naming loss.aggregation and the known names
     return dict(eps_low=loss_cfg.eps_low, eps_high=loss_cfg.eps_high, dual_clip=loss_cfg.dual_clip,
                 aggregation=loss_cfg.aggregation, kl_coef=loss_cfg.kl_coef,
                 entropy_coef=loss_cfg.entropy_coef, horizon=getattr(loss_cfg, "horizon", None),

@@ -134,13 +134,13 @@ def test_kl_and_entropy_terms():
         grpo_loss(*(jnp.zeros((B, L)),) * 3, jnp.ones((B, L), bool), **EPS, kl_coef=0.1)
 
 
-@pytest.mark.parametrize("aggregation", AGGREGATIONS)
+@pytest.mark.parametrize("aggregation", AGGREGATIONS.names())
 def test_aggregations(aggregation):
     d = make_inputs(4, 0.5)
     check(d, **EPS, dual_clip=3.0, aggregation=aggregation, kl_coef=0.05, entropy_coef=0.01)
 
 
-@pytest.mark.parametrize("aggregation", AGGREGATIONS)
+@pytest.mark.parametrize("aggregation", AGGREGATIONS.names())
 def test_partial_sums_with_global_normalisers_add_up(aggregation):
     d = make_inputs(5, 0.5)
     kw = dict(**EPS, aggregation=aggregation, kl_coef=0.05, entropy_coef=0.01)
