@@ -8,7 +8,7 @@ setup(
     description="RL training of LLM agents with GRPO and ProVer segment credit, in JAX",
     packages=find_packages(include=["prover_jax", "prover_jax.*"]),
     include_package_data=True,
-    package_data={"prover_jax.envs.alfworld_tasks": ["*/*/*/*.pddl", "*/*/*/*.json", "*/*/*/*.tw-pddl"]},
+    package_data={"prover_jax.envs.alfworld.tasks": ["*/*/*/*.pddl", "*/*/*/*.json", "*/*/*/*.tw-pddl"]},
     python_requires=">=3.11",
     install_requires=[
         "jax>=0.10",

@@ -13,7 +13,7 @@ def get_config():
     demo = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(demo)
     c = demo.get_config()
-    c.env.kwargs.task_type = None  # drawn from the seed among household_gen.TASK_TYPES
+    c.env.kwargs.task_type = None  # drawn from the seed among household.gen.TASK_TYPES
     c.env.kwargs.max_turns = 10
     c.env.kwargs.expert_turns = (3, 7)
     c.tokenizer.corpus_seeds = 400  # six task types' phrasing

@@ -136,7 +136,7 @@ def _expert_solution(env, seed: int, limit: int = 60) -> list[str]:
 
 
 def _household_facts(env, seed: int) -> list[str]:
-    from prover_jax.envs.household_world import HAND
+    from prover_jax.envs.household.world import HAND
 
     env.reset(seed)
     lay = env.layout
@@ -158,7 +158,7 @@ def _household_facts(env, seed: int) -> list[str]:
 
 
 def _shop_facts(env, seed: int) -> list[str]:
-    from prover_jax.envs.shop_catalog import NO_PRICE_LIMIT
+    from prover_jax.envs.shop.catalog import NO_PRICE_LIMIT
 
     env.reset(seed)
     goal = env.goal

@@ -1,6 +1,6 @@
 """The `oracle` turn critic of the `critic` credit method: labels from exact dynamic programming.
 
-On the built-in families household, shop and searchqa (`envs.dp`):
+On the built-in families household, shop and searchqa (`envs.testing.dp`):
   V(s) = success probability of a fixed reference policy from state s, and
       label_t = +1 if V(s_{t+1}) > V(s_t) + tol, -1 if V(s_{t+1}) < V(s_t) - tol, else 0
   (s_t = snapshots[t], the state before turn t). The reference policy mixes the family's expert
@@ -24,7 +24,7 @@ On the built-in families household, shop and searchqa (`envs.dp`):
 from __future__ import annotations
 
 import logging
-from typing import Callable, Sequence
+from typing import Callable
 
 from prover_jax.credit.critic import BAD, GOOD, NEUTRAL, TurnCritic
 from prover_jax.rollout.trajectory import Trajectory
@@ -42,29 +42,19 @@ class _Mismatch(Exception):
     """Replaying a trajectory does not reproduce its snapshots."""
 
 
-def _mix(expert: str | None, candidates: Sequence[str], eps: float) -> dict[str, float]:
-    """(1 - eps) on the expert's action + eps spread uniformly over the candidates."""
-    candidates = list(dict.fromkeys(candidates))
-    if not candidates:
-        return {} if expert is None else {expert: 1.0}
-    if expert is None:
-        return {a: 1.0 / len(candidates) for a in candidates}
-    out = {a: eps / len(candidates) for a in candidates}
-    out[expert] = out.get(expert, 0.0) + 1.0 - eps
-    return out
-
-
 def _reference_policy(env_name: str, env, eps: float) -> Callable[[str, dict], dict[str, float]]:
     """The oracle's fixed reference policy for `env` (see the module docstring). The shop and searchqa
     policies read the expert from `env`, which `dp.success_probability` keeps in the evaluated state."""
+    from prover_jax.envs.testing import mix
+
     if env_name == "household":
         def household(obs: str, info: dict) -> dict[str, float]:
-            return _mix(info.get("expert"), info.get("admissible") or [], eps)
+            return mix(info.get("expert"), info.get("admissible") or [], eps)
         return household
     if env_name == "shop":
         def shop(obs: str, info: dict) -> dict[str, float]:
             clicks = [a for a in info.get("admissible") or [] if a != "search[...]"]
-            return _mix(env.expert_action(), clicks, eps)
+            return mix(env.expert_action(), clicks, eps)
         return shop
     if env_name == "searchqa":
         from prover_jax.envs.searchqa import exact_match
@@ -75,7 +65,7 @@ def _reference_policy(env_name: str, env, eps: float) -> Callable[[str, dict], d
             wrong = next(w for w in ("unknown", "no answer", "none of them") if not exact_match(w, q.golden_answers))
             cands = [f"<search>{h}</search>" for h in q.hops if h not in done]
             cands += [f"<answer>{q.golden_answers[0]}</answer>", f"<answer>{wrong}</answer>"]
-            return _mix(env.expert_action(), cands, eps)
+            return mix(env.expert_action(), cands, eps)
         return searchqa
     raise ValueError(f"no reference policy for env {env_name!r}")
 
@@ -133,7 +123,7 @@ class OracleCritic(TurnCritic):
         return self._dp(snap, obs, info)
 
     def _dp(self, snap, obs: str, info: dict) -> float:
-        from prover_jax.envs import dp
+        from prover_jax.envs.testing import dp
 
         return dp.success_probability(self.env, self._counted, snap, obs, info, _memo=self.memo)
 

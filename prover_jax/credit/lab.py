@@ -17,7 +17,7 @@ advantage (spearman, spearman_within and sign_agreement at 1). Methods not regis
 note (so are failing ones, unless --strict).
 
 Truth. A(s_t, a_t) = Q(s_t, a_t) - V(s_t) = V(s_{t+1}) - V(s_t) (the last turn: success - V), with V by
-exact dynamic programming (`envs.dp.success_probability`) under the same policy.
+exact dynamic programming (`envs.testing.dp.success_probability`) under the same policy.
 
 Metrics (a turn's credit = the mean advantage over its policy tokens; pooled over all turns of all eps):
     spearman           rank correlation of credit and A over all turns

@@ -5,7 +5,7 @@ built-in env without any model, its episodes as `Trajectory` records, and A(s_t,
     group = play_group(env, policy, task_seed, G, rng, uids)
     values, advantages = exact_advantages(env, policy, traj, memo)
 
-V(s) is `envs.dp.success_probability` under the same policy; Q(s_t, a_t) = V(s_{t+1}) (for the last turn:
+V(s) is `envs.testing.dp.success_probability` under the same policy; Q(s_t, a_t) = V(s_{t+1}) (for the last turn:
 the episode's success), so A_t = V(s_{t+1}) - V(s_t). Each turn has `tokens_per_turn` synthetic policy
 tokens (a token-level advantage maps back to its turn) and a few observation tokens; snapshots[t] is the
 state before turn t and snapshots[T] the final state, as the rollout records them.
@@ -19,8 +19,8 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from prover_jax.envs import dp
 from prover_jax.envs.base import Env
+from prover_jax.envs.testing import dp
 from prover_jax.rollout.trajectory import DONE, Trajectory, Turn
 
 PROMPT_TOKENS, OBS_TOKENS = 4, 2

@@ -10,8 +10,8 @@ from prover_jax.credit import EXTRA_TOKENS, PolicyVerifier, credit_class, make_c
 from prover_jax.credit.budget_grpo import prover_budget, tail_tokens
 from prover_jax.credit.spo_chain import cut_points
 from prover_jax.credit.verify import Outcome
-from prover_jax.envs import dp, make
-from prover_jax.envs.household import mixed_policy
+from prover_jax.envs import make
+from prover_jax.envs.testing import dp, mixed_policy
 from prover_jax.rollout.trajectory import Trajectory, Turn
 from test_credit import FixedJudge, config, fake_traj
 

@@ -11,8 +11,8 @@ from prover_jax.credit import PolicyVerifier, make_credit
 from prover_jax.credit.prover import (delta_estimate, eligible, segment_bonus, segment_tokens,
                                      shortest_success)
 from prover_jax.credit.verify import Outcome
-from prover_jax.envs import dp, make
-from prover_jax.envs.household import mixed_policy
+from prover_jax.envs import make
+from prover_jax.envs.testing import dp, mixed_policy
 from prover_jax.rollout.trajectory import Trajectory, Turn
 from prover_jax.training.config import default_config
 

@@ -12,8 +12,8 @@ from prover_jax.credit import EXTRA_TOKENS, credit_class, make_credit
 from prover_jax.credit.critic import METRICS, make_critic
 from prover_jax.credit.critic_llm import OpenAICritic, parse_labels
 from prover_jax.credit.critic_oracle import OracleCritic
-from prover_jax.envs import dp, make
-from prover_jax.envs.household import mixed_policy
+from prover_jax.envs import make
+from prover_jax.envs.testing import dp, mixed_policy
 from prover_jax.rollout.trajectory import DONE, Trajectory, Turn
 from prover_jax.training.config import default_config
 

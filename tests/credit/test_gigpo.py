@@ -9,7 +9,7 @@ import pytest
 from prover_jax.credit import EXTRA_TOKENS, credit_class, make_credit
 from prover_jax.credit.gigpo import METRICS, anchor_ids
 from prover_jax.envs import make
-from prover_jax.envs.household import uniform_policy
+from prover_jax.envs.testing import uniform_policy
 from prover_jax.rollout.trajectory import Trajectory, Turn
 from prover_jax.training.config import default_config
 

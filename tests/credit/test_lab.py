@@ -9,7 +9,8 @@ import pytest
 from prover_jax.credit import lab
 from prover_jax.credit import lab_truth as lt
 from prover_jax.credit.verify import Outcome
-from prover_jax.envs import dp, make
+from prover_jax.envs import make
+from prover_jax.envs.testing import dp
 
 SMALL = dict(task_type="pick_and_place", max_turns=8, expert_turns=(3, 6), num_receptacles=4, num_objects=0,
              num_decoys=1)

@@ -17,7 +17,7 @@ from prover_jax.envs import make, seed_split, split_seed
 from prover_jax.envs.household import layout_key
 from prover_jax.envs.pool import EnvPool, EnvWorkerError
 from prover_jax.envs.searchqa import normalize_answer, question_key
-from prover_jax.envs.searchqa_kb import KnowledgeBase
+from prover_jax.envs.searchqa.kb import KnowledgeBase
 from prover_jax.envs.shop import goal_key
 from prover_jax.envs.splits import digest, held_out, task_ids
 
@@ -104,13 +104,6 @@ def test_pool_passes_eval_seeds_unchanged():
 
 
 # -- webshop: WebShop's goal split ------------------------------------------------------------------
-
-@pytest.fixture
-def webshop_dir(tmp_path):
-    from test_shop import _real_format_files  # the small WebShop-format files test_shop.py writes
-    _real_format_files(tmp_path)
-    return str(tmp_path)
-
 
 def test_webshop_test_goals_are_never_trained(webshop_dir):
     env = make("webshop", data_dir=webshop_dir, eval_goals=3, train_goal_start=5)

@@ -20,9 +20,9 @@ else:
     pytest.importorskip("alfworld")
     pytest.importorskip("textworld")
 
-from prover_jax.envs import alfworld as alf  # noqa: E402
-from prover_jax.envs import dp, make  # noqa: E402
-from prover_jax.envs.alfworld import AlfredEnv, Snapshot  # noqa: E402
+from prover_jax.envs import make  # noqa: E402
+from prover_jax.envs.alfworld import AlfredEnv, Snapshot, env as alf  # noqa: E402
+from prover_jax.envs.testing import dp  # noqa: E402
 
 
 @pytest.fixture(scope="module")

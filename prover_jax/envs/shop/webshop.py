@@ -1,4 +1,4 @@
-"""Reads a user-supplied catalogue in WebShop's file formats into a shop `Catalogue`.
+"""`webshop`: the shop engine over a user-supplied catalogue in WebShop's file formats.
 
 Files in `data_dir` (names as WebShop ships them):
     items_shuffle*.json   list of products: asin, name, category, query, product_category,
@@ -28,12 +28,15 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import random
 import re
 from pathlib import Path
 from typing import Any
 
-from prover_jax.envs.shop_catalog import Catalogue, Goal, Product, price_text, price_upper_for
+from prover_jax.envs.base import register
+from prover_jax.envs.shop.catalog import Catalogue, Goal, Product, price_text, price_upper_for
+from prover_jax.envs.shop.env import ShopEnv
 from prover_jax.envs.splits import IndexSplit
 
 WEBSHOP_TEST_GOALS = 500  # WebShop's test goals: [0, 500) of the shuffled goal list
@@ -274,3 +277,19 @@ def webshop_split(catalogue: Catalogue, eval_goals: int = WEBSHOP_TEST_GOALS,
         settings["train"] += (f"; the data hold only {n} goals: lower train_goal_start (and eval_goals), "
                               "WebShop's 500 / 1500 need its full goal list")
     return IndexSplit("webshop", [f"webshop:goal{i}" for i in range(n)], train, test, settings)
+
+
+@register("webshop")
+def _make_webshop(data_dir: str | None = None, max_turns: int = 15, eval_goals: int | None = None,
+                  train_goal_start: int | None = None, **kwargs) -> ShopEnv:
+    """Real WebShop files in `data_dir` (or $WEBSHOP_DATA); eval_goals (500) / train_goal_start (1500)
+    set the split (see `webshop_split`); other kwargs go to `load_webshop`."""
+    data_dir = data_dir or os.environ.get("WEBSHOP_DATA")
+    if not data_dir:
+        raise ValueError("webshop needs data_dir=... or the WEBSHOP_DATA environment variable")
+    catalogue = load_webshop(data_dir, **kwargs)
+    split = webshop_split(catalogue, WEBSHOP_TEST_GOALS if eval_goals is None else eval_goals,
+                          WEBSHOP_TRAIN_START if train_goal_start is None else train_goal_start)
+    env = ShopEnv(catalogue, max_turns=max_turns, split=split)
+    env.name = "webshop"
+    return env

@@ -6,12 +6,13 @@ Fuzzy ratios follow the definitions WebShop's reward uses, computed with `diffli
                                                                 difflib.SequenceMatcher(None, a, b)
     token_set_ratio(a, b) = max(ratio(S, S + D_ab), ratio(S, S + D_ba), ratio(S + D_ab, S + D_ba))
 
-where both strings are first normalised (lowercase, every non-alphanumeric character -> space,
-whitespace squeezed), S is the sorted intersection of their token sets joined by spaces and D_ab the
-sorted tokens of a not in b. Either string empty after normalisation -> 0. difflib's M is the size of
-its greedy matching blocks, which can fall a little below the longest common subsequence that
-Levenshtein-based libraries use; on the short attribute/option phrases compared here the two agree
-to within a point or two of the 85 threshold margin the catalogue keeps.
+where both strings are first normalised (`envs.text.normalize(s, alnum=True)`: lowercase, every
+non-alphanumeric character -> space, whitespace squeezed), S is the sorted intersection of their token
+sets joined by spaces and D_ab the sorted tokens of a not in b. Either string empty after
+normalisation -> 0. difflib's M is the size of its greedy matching blocks, which can fall a little
+below the longest common subsequence that Levenshtein-based libraries use; on the short
+attribute/option phrases compared here the two agree to within a point or two of the 85 threshold
+margin the catalogue keeps.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from __future__ import annotations
 import difflib
 import re
 
-_NON_ALNUM = re.compile(r"[^a-z0-9]+")
+from prover_jax.envs.text import normalize, tokenize
+
 _WORD = re.compile(r"[a-z0-9]+")
 
 STOPWORDS = frozenset(
@@ -27,11 +29,6 @@ STOPWORDS = frozenset(
     "so than that the their them then there these they this to was we were what when which while "
     "who will with you your need want looking find am im i'm get buy".split()
 )
-
-
-def normalize(text: str) -> str:
-    """Lowercase; non-alphanumerics become spaces; whitespace squeezed and stripped."""
-    return " ".join(_NON_ALNUM.sub(" ", text.lower()).split())
 
 
 def ratio(a: str, b: str) -> int:
@@ -43,7 +40,7 @@ def ratio(a: str, b: str) -> int:
 
 def token_set_ratio(a: str, b: str) -> int:
     """Order- and duplicate-insensitive similarity in [0, 100] (see module docstring)."""
-    ta, tb = set(normalize(a).split()), set(normalize(b).split())
+    ta, tb = set(normalize(a, alnum=True).split()), set(normalize(b, alnum=True).split())
     if not ta or not tb:
         return 0
     sect = " ".join(sorted(ta & tb))
@@ -54,7 +51,7 @@ def token_set_ratio(a: str, b: str) -> int:
 
 def search_tokens(text: str) -> list[str]:
     """Tokens the search index and queries share: lowercase alphanumeric runs minus stopwords."""
-    return [t for t in _WORD.findall(text.lower()) if t not in STOPWORDS]
+    return tokenize(text, _WORD, STOPWORDS)
 
 
 def title_type_words(title: str) -> set[str]:
@@ -65,4 +62,4 @@ def title_type_words(title: str) -> set[str]:
     words around them. This over-counts adjectives, which makes `title_score` a little more lenient
     for products of the same type and changes nothing for products that share no words.
     """
-    return {t for t in _WORD.findall(title.lower()) if t.isalpha() and len(t) >= 3 and t not in STOPWORDS}
+    return {t for t in search_tokens(title) if t.isalpha() and len(t) >= 3}

@@ -6,7 +6,7 @@ and living rooms, with ALFWorld's observations and commands (`go to X`, `open X`
 `take X from Y`, `put X in/on Y`, `heat/cool/clean X with Y`, `use X`, `examine X`, `look`,
 `inventory`). `info["admissible"]` lists the valid commands; anything else is invalid (state
 unchanged, the turn still counts). Reward 1.0 on success, else 0.0; `score == float(success)`. The
-expert (see `household_expert`) needs 10-24 turns by default; the turn limit is 30.
+expert (see `household.expert`) needs 10-24 turns by default; the turn limit is 30.
 
 Irreversible pivotal rules (each task holds 2-4 of them among mostly neutral moves):
   1. Commit. What is put in/on the task's target receptacle stays there, and the task is judged on all
@@ -23,9 +23,9 @@ decoy commit, premature commit, plus the stoveburner (heat) and the latch when t
 has a door.
 
 `info` extras: won (== success), turn, task_type, goal (the task sentence), expert (the expert's
-command in this state, which `mixed_policy` reads).
+command in this state, which `envs.testing.mixed_policy` reads).
 
-Snapshots are the hashable `household_world.State` (with the turn counter and the seed), valid for
+Snapshots are the hashable `household.world.State` (with the turn counter and the seed), valid for
 envs built with the same kwargs; `restore` regenerates the layout when the seed differs.
 
 Splits (see `envs.splits.ContentSplit`): small rooms repeat across generator seeds, so the held-out
@@ -40,11 +40,11 @@ import dataclasses
 import re
 
 from prover_jax.envs.base import Env, PromptSpec, info_dict, register, split_seed
-from prover_jax.envs.dp import Policy
-from prover_jax.envs.household_expert import expert_command
-from prover_jax.envs.household_gen import TASK_TYPES, Config, generate
-from prover_jax.envs.household_world import Layout, State, apply, commands, intro_text
+from prover_jax.envs.household.expert import expert_command
+from prover_jax.envs.household.gen import TASK_TYPES, Config, generate
+from prover_jax.envs.household.world import Layout, State, apply, commands, intro_text
 from prover_jax.envs.splits import EVAL_FRACTION, ContentSplit
+from prover_jax.envs.text import normalize as fold
 
 MAX_ACTION_CHARS = 200
 VERBS = ("go", "open", "close", "take", "put", "heat", "cool", "clean", "use", "examine", "look",
@@ -70,7 +70,7 @@ The task succeeds as soon as it is done; you have {max_turns} turns."""
 
 def normalize(action: str) -> str:
     """Canonical command text: lowercase, single spaces, no final period, 'put X in/on Y'."""
-    text = " ".join(action.lower().split()).rstrip(".").strip()
+    text = fold(action).rstrip(".").strip()
     m = _PUT_RE.match(text)
     if m:
         text = f"put {m.group(1)} in/on {m.group(2)}"
@@ -203,22 +203,3 @@ class HouseholdEnv(Env):
 def layout_key(layout: Layout) -> str:
     """The content of a task: its layout without the generator seed (equal keys <=> the same task)."""
     return repr(dataclasses.replace(layout, seed=0, init=dataclasses.replace(layout.init, seed=0)))
-
-
-def uniform_policy(obs: str, info: dict) -> dict[str, float]:
-    """pi(a | s) = 1 / |admissible(s)| over the admissible commands."""
-    adm = info["admissible"]
-    return {a: 1.0 / len(adm) for a in adm}
-
-
-def mixed_policy(eps: float) -> Policy:
-    """pi(a | s) = (1 - eps) 1[a = expert(s)] + eps / |admissible(s)| (reads `info["expert"]`)."""
-    if not 0.0 <= eps <= 1.0:
-        raise ValueError(f"eps must be in [0, 1], got {eps}")
-
-    def policy(obs: str, info: dict) -> dict[str, float]:
-        out = {a: eps / len(info["admissible"]) for a in info["admissible"]}
-        out[info["expert"]] = out.get(info["expert"], 0.0) + 1.0 - eps
-        return out
-
-    return policy

@@ -10,7 +10,7 @@ solvable state it reaches success; from a dead state it answers "look".
 
 from __future__ import annotations
 
-from prover_jax.envs.household_world import (APPLIANCES, CLEAN, COLD, COMMITTED, HAND, HOT, LAMP, ROOM,
+from prover_jax.envs.household.world import (APPLIANCES, CLEAN, COLD, COMMITTED, HAND, HOT, LAMP, ROOM,
                                              RUINED, Layout, State, accessible, holding)
 
 _PROCESS_EFFECT = {HOT: "heat", COLD: "cool", CLEAN: "clean"}  # required flag -> appliance effect

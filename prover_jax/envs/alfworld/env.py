@@ -3,10 +3,10 @@
 Games are ALFWorld `game.tw-pddl` files found under
 
     <data_dir>/json_2.1.1/<split>/**/game.tw-pddl     (the layout of the downloaded ALFWorld data), or
-    <data_dir>/<split>/**/game.tw-pddl                (the shipped tasks, `prover_jax/envs/alfworld_tasks`)
+    <data_dir>/<split>/**/game.tw-pddl                (the shipped tasks, `prover_jax/envs/alfworld/tasks`)
 
-with `data_dir` = kwarg, else `$ALFWORLD_DATA`, else the shipped tasks (see `resolve_data_dir`). Games marked unsolvable, sliced or
-movable-receptacle games are skipped, as ALFWorld does.
+with `data_dir` = kwarg, else `$ALFWORLD_DATA`, else the shipped tasks (see `resolve_data_dir`).
+Games marked unsolvable, sliced or movable-receptacle games are skipped, as ALFWorld does.
 
 Splits: train tasks are the games of `split` (default "train"), eval tasks those of `eval_split`
 ("valid_seen", the default when split="train"; "valid_unseen" for ALFWorld's out-of-distribution
@@ -36,7 +36,7 @@ from typing import Sequence
 from prover_jax.envs.base import Env, PromptSpec, info_dict, register, split_seed
 from prover_jax.envs.splits import IndexSplit
 
-SHIPPED_TASKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "alfworld_tasks")
+SHIPPED_TASKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tasks")
 TASK_TYPES = ("pick_and_place_simple", "look_at_obj_in_light", "pick_clean_then_place_in_recep",
               "pick_heat_then_place_in_recep", "pick_cool_then_place_in_recep", "pick_two_obj_and_place")
 MAX_ACTION_CHARS = 200

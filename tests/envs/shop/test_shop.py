@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import random
 
 import pytest
 
-from prover_jax.envs import dp, make
+from prover_jax.envs import make
 from prover_jax.envs.shop import MAX_ACTION_CHARS, ShopEnv, ShopState
-from prover_jax.envs.shop_catalog import INDEX_BUILDS, NO_PRICE_LIMIT, Goal
-from prover_jax.envs.shop_generate import generated_catalogue
-from prover_jax.envs.shop_reward import purchase_reward, type_reward
-from prover_jax.envs.shop_text import ratio, token_set_ratio
-from prover_jax.envs.shop_vocab import PRODUCT_TYPES
+from prover_jax.envs.shop.catalog import INDEX_BUILDS, NO_PRICE_LIMIT, Goal
+from prover_jax.envs.shop.generate import generated_catalogue
+from prover_jax.envs.shop.reward import purchase_reward, type_reward
+from prover_jax.envs.shop.text import ratio, token_set_ratio
+from prover_jax.envs.shop.vocab import PRODUCT_TYPES
+from prover_jax.envs.testing import dp
 
 
 @pytest.fixture(scope="module")
@@ -310,40 +310,7 @@ def test_dp_success_probability_matches_closed_form(env):
 
 # -- webshop files -----------------------------------------------------------------------------------
 
-def _real_format_files(root) -> None:
-    kinds = [
-        ("Nike Air Running Shoe Lightweight", "running shoes",
-         "Clothing, Shoes & Jewelry › Men › Shoes › Athletic › Running",
-         {"Color": ["Black/White", "Navy"], "Size": ["9", "10", "11"]}, ["lightweight", "rubber sole"]),
-        ("Organic Green Tea Bags Caffeine Free", "green tea", "Grocery & Gourmet Food › Beverages › Tea",
-         {"Flavor Name": ["Jasmine", "Mint"], "Size": ["20 Count", "100 Count"]}, ["caffeine free"]),
-        ("Velvet Throw Pillow Cover Set", "pillow covers", "Home & Kitchen › Bedding › Pillow Covers",
-         None, ["hidden zipper", "machine washable"]),
-    ]
-    products, attrs, human = [], {}, {}
-    for i in range(12):
-        title, query, path, opts, attributes = kinds[i % 3]
-        asin = f"B0TEST{i:04d}"
-        products.append({
-            "asin": asin, "name": f"{title} Model {i}", "category": query.split()[-1], "query": query,
-            "product_category": path, "pricing": "$10.00 - $20.00" if i == 0 else f"${12 + 3 * i}.99",
-            "customization_options": None if opts is None else {
-                k: [{"value": v, "image": f"https://img/{v}.jpg"} for v in vs] for k, vs in opts.items()},
-            "small_description": [f"Bullet for {title}", "Easy care"], "full_description": f"{title}, great.",
-            "images": [f"https://img/{asin}.jpg"], "brand": "Brand", "seller_id": "S1"})
-        attrs[asin] = {"attributes": attributes, "instruction": f"i want {query} that are {attributes[0]}",
-                       "instruction_attributes": attributes[:1]}
-        goal_opts = [vs[i % len(vs)].replace("/", " | ").lower() for vs in (opts or {}).values()]
-        human[asin] = [{"asin": asin, "instruction": f"i need {query}, {attributes[0]}.",
-                        "instruction_attributes": attributes[:1], "instruction_options": goal_opts}]
-    products.append({"asin": "nan", "name": "skipped"})
-    (root / "items_shuffle_1000.json").write_text(json.dumps(products))
-    (root / "items_ins_v2_1000.json").write_text(json.dumps(attrs))
-    (root / "items_human_ins.json").write_text(json.dumps(human))
-
-
-def test_webshop_loads_real_formats_and_the_expert_succeeds(tmp_path, monkeypatch):
-    _real_format_files(tmp_path)
+def test_webshop_loads_real_formats_and_the_expert_succeeds(tmp_path, webshop_dir, monkeypatch):
     # 12 goals: WebShop's split (test [0, 500), train [1500, n)) needs its full list; 2 test goals here
     env = make("webshop", data_dir=str(tmp_path), eval_goals=2, train_goal_start=2)
     assert env.name == "webshop" and env.catalogue.n_goals == 12 and len(env.catalogue.products) == 12
@@ -373,8 +340,7 @@ def test_webshop_loads_real_formats_and_the_expert_succeeds(tmp_path, monkeypatc
     (lambda d: (d / "items_human_ins.json").write_text("[1, 2"), ValueError, "not valid JSON"),
     (lambda d: (d / "items_ins_v2_1000.json").write_text("[]"), ValueError, "expected an object"),
 ])
-def test_webshop_bad_files_raise_one_clear_error(tmp_path, mutate, error, words):
-    _real_format_files(tmp_path)
+def test_webshop_bad_files_raise_one_clear_error(tmp_path, webshop_dir, mutate, error, words):
     mutate(tmp_path)
     with pytest.raises(error) as e:
         make("webshop", data_dir=str(tmp_path))

@@ -1,7 +1,7 @@
 """Vocabulary of the generated shop catalogue: product types, attributes, options, brands.
 
 Within one product type no two attribute phrases, and no two option values outside 'size' groups,
-reach a token-set ratio above 85 (tests/envs/test_shop.py checks this), so a wrong choice never
+reach a token-set ratio above 85 (tests/envs/shop/test_shop.py checks this), so a wrong choice never
 scores as a right one.
 """
 

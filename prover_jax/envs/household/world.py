@@ -7,7 +7,7 @@ their arguments, so a `State` is a complete snapshot.
 
 Objects carry flags: CLEAN, HOT, COLD (HOT and COLD exclude each other), RUINED (permanent: the object
 no longer counts for any task) and COMMITTED (it was put in/on the task's target receptacle and can no
-longer be taken). The pivotal rules are listed in `household`'s module docstring.
+longer be taken). The pivotal rules are listed in `household.env`'s module docstring.
 """
 
 from __future__ import annotations

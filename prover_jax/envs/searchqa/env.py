@@ -23,8 +23,8 @@ final answer and the done/success flags. Observations are a pure function of the
 exact (for a remote retriever, as exact as the server is deterministic).
 
 The built-in family (`make("searchqa", kb_seed=0, max_turns=10, topk=3)`) asks single-, two- and
-three-hop questions about fictional entities (see `searchqa_kb`); the BM25 index of each knowledge
-base is built once per process and shared by all envs. User data: `searchqa_data` (`searchqa_data.py`).
+three-hop questions about fictional entities (see `searchqa.kb`); the BM25 index of each knowledge
+base is built once per process and shared by all envs. User data: `searchqa_data` (`searchqa.data`).
 
 Splits: the knowledge base has only about 2,300 distinct questions, which the seeds repeat, so the
 held-out eval questions are a share `eval_fraction` (default 0.1, about 230 questions) of the questions
@@ -37,14 +37,13 @@ from __future__ import annotations
 import abc
 import dataclasses
 import re
-import string
-import unicodedata
 from typing import Any
 
 from prover_jax.envs.base import Env, PromptSpec, info_dict, register, split_seed
-from prover_jax.envs.searchqa_kb import KnowledgeBase, Question
-from prover_jax.envs.searchqa_retrieval import BM25Index, RetrievalError, format_information, tokenize
+from prover_jax.envs.searchqa.kb import KnowledgeBase, Question
+from prover_jax.envs.searchqa.retrieval import RetrievalError, format_information
 from prover_jax.envs.splits import EVAL_FRACTION, ContentSplit
+from prover_jax.envs.text import BM25Index, normalize, tokenize
 
 SYSTEM_PROMPT = (
     "Answer the user's question. You know nothing about its subject, so look facts up with the search "
@@ -56,19 +55,11 @@ SYSTEM_PROMPT = (
 )
 _TAGS = ("search", "answer")
 _MARKUP_RE = re.compile(r"</?[A-Za-z_]+>")
-_ARTICLES_RE = re.compile(r"\b(a|an|the)\b")
-_PUNCT = frozenset(string.punctuation)
-
-
-def _no_punct(text: str) -> str:
-    if text.isascii():
-        return "".join(c for c in text if c not in _PUNCT)
-    return "".join(c for c in text if c not in _PUNCT and not unicodedata.category(c).startswith("P"))
 
 
 def normalize_answer(text: str) -> str:
     """Search-R1/SQuAD answer normalisation over any Unicode text (see module docstring)."""
-    return " ".join(_ARTICLES_RE.sub(" ", _no_punct(unicodedata.normalize("NFKC", text).casefold())).split())
+    return normalize(text, unicode=True, punctuation=True, articles=True)
 
 
 def exact_match(prediction: str, golden_answers: tuple[str, ...] | list[str]) -> bool:

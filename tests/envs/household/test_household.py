@@ -10,10 +10,11 @@ import random
 
 import pytest
 
-from prover_jax.envs import dp, make
-from prover_jax.envs.household import MAX_ACTION_CHARS, mixed_policy, normalize, uniform_policy
-from prover_jax.envs.household_gen import TASK_TYPES
-from prover_jax.envs.household_world import HAND, ROOM, accessible
+from prover_jax.envs import make
+from prover_jax.envs.household import MAX_ACTION_CHARS, normalize
+from prover_jax.envs.household.gen import TASK_TYPES
+from prover_jax.envs.household.world import HAND, ROOM, accessible
+from prover_jax.envs.testing import dp, mixed_policy, uniform_policy
 
 SMALL = dict(num_receptacles=4, num_objects=0, num_decoys=1)
 BAD_ACTIONS = ["", "   ", "x" * (MAX_ACTION_CHARS + 1), "go to caf\u00e9 1", "\u53bb\u53a8\u623f", None,

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from prover_jax.envs.shop_catalog import NO_PRICE_LIMIT, Goal, Product
-from prover_jax.envs.shop_text import title_type_words, token_set_ratio
+from prover_jax.envs.shop.catalog import NO_PRICE_LIMIT, Goal, Product
+from prover_jax.envs.shop.text import title_type_words, token_set_ratio
 
 EXACT_MATCH_OPTION_GROUPS = ("size",)
 FUZZY_THRESHOLD = 85

@@ -6,7 +6,7 @@ PDDL problem over ALFWorld's domain (`alfworld/data/alfred.pddl`); object proper
 cleanable, heatable, coolable, toggleable, openable) come from ALFWorld's own tables. A task is marked
 solvable only after the planner expert's plan, executed in the engine, reaches the goal.
 
-    python -m prover_jax.envs.alfworld_tasks.make_tasks      # needs the `alfworld` extra
+    python -m prover_jax.envs.alfworld.tasks.make_tasks      # needs the `alfworld` extra
 """
 
 from __future__ import annotations
@@ -241,7 +241,7 @@ def write_all(root: str = HERE) -> list[str]:
 
 def _solve(path: str) -> list[str] | None:
     """The planner expert's walkthrough of the game at `path`, if playing it in the engine wins."""
-    from prover_jax.envs.alfworld import _engine
+    from prover_jax.envs.alfworld.env import _engine
 
     engine = _engine()
     engine.frame(path, (), exact=True)

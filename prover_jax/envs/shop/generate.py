@@ -14,8 +14,8 @@ from __future__ import annotations
 import functools
 import random
 
-from prover_jax.envs.shop_catalog import Catalogue, Goal, Product, price_text, price_upper_for
-from prover_jax.envs.shop_vocab import BRANDS, FILLERS, LEADS, PRODUCT_TYPES, ProductType
+from prover_jax.envs.shop.catalog import Catalogue, Goal, Product, price_text, price_upper_for
+from prover_jax.envs.shop.vocab import BRANDS, FILLERS, LEADS, PRODUCT_TYPES, ProductType
 
 DEFAULT_CATALOGUE_SEED = 20240
 DEFAULT_N_PRODUCTS = 300

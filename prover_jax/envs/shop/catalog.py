@@ -12,9 +12,8 @@ import random
 import time
 from typing import Callable, Hashable
 
-import numpy as np
-
-from prover_jax.envs.shop_text import search_tokens
+from prover_jax.envs.shop.text import search_tokens
+from prover_jax.envs.text import BM25Index
 
 SEARCH_RETURN_N = 50
 PRODUCT_WINDOW = 10
@@ -103,14 +102,12 @@ def price_text(upper: float) -> str:
 
 
 class SearchIndex:
-    """BM25 over the products' search text; results sorted by (-score, catalogue order), score > 0."""
+    """BM25 over the products' search text (`envs.text.BM25Index` with the shop's `search_tokens`);
+    results sorted by (-score, catalogue order), score > 0."""
 
     def __init__(self, products: tuple[Product, ...]):
-        import bm25s
-
-        self.retriever = bm25s.BM25()
-        corpus = [search_tokens(p.search_text()) or [""] for p in products]
-        self.retriever.index(corpus, show_progress=False)
+        self.bm25 = BM25Index.build((search_tokens(p.search_text()) or [""] for p in products),
+                                    tokenizer=search_tokens)
         self._cache: dict[str, tuple[int, ...]] = {}
 
     def search(self, query: str) -> tuple[int, ...]:
@@ -118,13 +115,7 @@ class SearchIndex:
         hit = self._cache.get(query)
         if hit is not None:
             return hit
-        tokens = search_tokens(query)
-        if not tokens:
-            out: tuple[int, ...] = ()
-        else:
-            scores = np.asarray(self.retriever.get_scores(tokens), dtype=np.float64)
-            order = np.argsort(-scores, kind="stable")[:SEARCH_RETURN_N]
-            out = tuple(int(i) for i in order if scores[i] > 0.0)
+        out = tuple(self.bm25.search(query, SEARCH_RETURN_N))
         if len(self._cache) < 100_000:
             self._cache[query] = out
         return out
@@ -136,7 +127,7 @@ class Catalogue:
 
     A finite goal list also has `goal_at(index, seed)` (goal `index`; `seed` draws what the goal leaves
     open) and `goal_keys` (the content of each goal, equal keys <=> the same task), from which
-    `shop.ShopEnv` builds its train / eval split.
+    `shop.env.ShopEnv` builds its train / eval split.
     """
 
     def __init__(self, key: Hashable, products: tuple[Product, ...], goal_fn: Callable[[int], Goal],

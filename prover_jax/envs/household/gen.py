@@ -14,8 +14,8 @@ import dataclasses
 import functools
 import random
 
-from prover_jax.envs.household_expert import expert_command
-from prover_jax.envs.household_world import (CLEAN, COLD, HOT, OPENABLE_KINDS, ROOM, Layout, State,
+from prover_jax.envs.household.expert import expert_command
+from prover_jax.envs.household.world import (CLEAN, COLD, HOT, OPENABLE_KINDS, ROOM, Layout, State,
                                              apply, commands)
 
 TASK_TYPES = ("pick_and_place", "look_at_obj_in_light", "pick_clean_then_place",

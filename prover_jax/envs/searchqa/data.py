@@ -1,4 +1,4 @@
-"""`searchqa_data`: the Search-R1 protocol (see `searchqa`) over user-supplied questions and corpus.
+"""`searchqa_data`: the Search-R1 protocol (see `searchqa.env`) over user-supplied questions and corpus.
 
     make("searchqa_data", qa_path=..., corpus_path=...)      # local BM25 over a JSONL corpus
     make("searchqa_data", qa_path=..., retriever_url=...)    # a Search-R1 retrieval server
@@ -33,15 +33,14 @@ import json
 import math
 import os
 import threading
-import unicodedata
 import warnings
 from typing import Any
 
 from prover_jax.envs.base import register, split_seed
-from prover_jax.envs.searchqa import SearchQABase
-from prover_jax.envs.searchqa_retrieval import (BM25Index, HttpRetriever, RetrievalError, default_index_dir,
-                                                tokenize)
+from prover_jax.envs.searchqa.env import SearchQABase
+from prover_jax.envs.searchqa.retrieval import HttpRetriever, RetrievalError, default_index_dir
 from prover_jax.envs.splits import EVAL_FRACTION, IndexSplit, digest
+from prover_jax.envs.text import BM25Index, normalize, tokenize
 
 _CACHE_VERSION = 1
 
@@ -221,7 +220,7 @@ def load_corpus(path: str, index_dir: str | None = None) -> Corpus:
 
 def question_key(question: str) -> str:
     """A question's identity for the split: NFKC, casefolded, whitespace folded."""
-    return " ".join(unicodedata.normalize("NFKC", question).casefold().split())
+    return normalize(question, unicode=True)
 
 
 def qa_split(qa_path: str, questions: list, eval_qa_path: str | None = None,

@@ -1,14 +1,11 @@
-"""Retrieval behind the Search-R1 protocol: a BM25 index over passages, a remote retriever, and the
-`<information>` block the agent reads.
+"""Retrieval behind the Search-R1 protocol: a remote retriever and the `<information>` block the agent
+reads (the local BM25 index over passages is `envs.text.BM25Index`).
 
 Passages use the Search-R1/FlashRAG corpus convention: `contents = '"Title"\\ntext'`; the first line
 is the title (shown verbatim, quotes included, as Search-R1 does), the rest is the text. A search
 answers
 
     <information>Doc 1(Title: <title>) <text>\\nDoc 2(Title: ...) ...\\nDoc k(Title: ...) ...</information>
-
-BM25 ranking is deterministic: documents sorted by score, ties broken by lower document index, and
-documents that share no term with the query are never returned. `bm25s` is imported lazily.
 """
 
 from __future__ import annotations
@@ -16,27 +13,16 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
-import re
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
-_TOKEN_RE = re.compile(r"(?u)\b\w\w+\b")
-# The English stopword list of Lucene (also bm25s' "en" list).
-STOPWORDS = frozenset(
-    "a an and are as at be but by for if in into is it no not of on or such that the their then there "
-    "these they this to was will with".split())
 _MAX_RESPONSE_BYTES = 4 << 20
 
 
 class RetrievalError(RuntimeError):
     """A search could not be answered (remote retriever down, bad response); shown to the agent."""
-
-
-def tokenize(text: str) -> list[str]:
-    """Lowercased word tokens of >= 2 characters, stopwords removed."""
-    return [t for t in _TOKEN_RE.findall(text.lower()) if t not in STOPWORDS]
 
 
 def split_contents(contents: str) -> tuple[str, str]:
@@ -54,53 +40,6 @@ def format_information(docs: Sequence[str]) -> str:
         title, text = split_contents(contents)
         lines.append(f"Doc {i + 1}(Title: {title}) {text}")
     return "<information>" + "\n".join(lines).strip() + "</information>"
-
-
-class BM25Index:
-    """BM25 (Lucene variant, k1=1.5, b=0.75) over tokenized documents; see `search` for the ranking."""
-
-    def __init__(self, model: Any):
-        self.model = model
-        self.n_docs = int(model.scores["num_docs"])
-
-    @classmethod
-    def build(cls, docs_tokens: Iterable[list[str]]) -> "BM25Index":
-        """Index documents given as token lists (see `tokenize`)."""
-        import bm25s
-
-        vocab: dict[str, int] = {}
-        ids = [[vocab.setdefault(t, len(vocab)) for t in tokens] for tokens in docs_tokens]
-        if not ids:
-            raise ValueError("cannot index an empty corpus")
-        if not vocab:
-            raise ValueError("cannot index a corpus without a single word token")
-        model = bm25s.BM25()
-        model.index((ids, vocab), show_progress=False)
-        return cls(model)
-
-    def search(self, query: str, k: int) -> list[int]:
-        """Indices of the top-k documents for `query`: score descending, then index ascending."""
-        import numpy as np
-
-        ids = self.model.get_tokens_ids(tokenize(query))
-        if not ids or k <= 0:
-            return []
-        scores = self.model.get_scores_from_ids(ids)
-        positive = np.flatnonzero(scores > 0)
-        if positive.size > k:
-            kth = np.partition(scores[positive], positive.size - k)[positive.size - k]
-            positive = positive[scores[positive] >= kth]
-        order = np.argsort(-scores[positive], kind="stable")
-        return [int(i) for i in positive[order][:k]]
-
-    def save(self, directory: str) -> None:
-        self.model.save(directory, show_progress=False)
-
-    @classmethod
-    def load(cls, directory: str) -> "BM25Index":
-        import bm25s
-
-        return cls(bm25s.BM25.load(directory, mmap=True, show_progress=False, verbosity=0))
 
 
 def _contents_of(doc: Any) -> str:

@@ -6,7 +6,7 @@ Pages and what can be clicked on them (clicks match case-insensitively):
     item         back to search, < prev (to the results), <option value>, description, features, buy now
     description  back to search, < prev (to the item)
     features     back to search, < prev (to the item)
-`buy now` ends the episode with WebShop's reward (see shop_reward); the step reward is that graded
+`buy now` ends the episode with WebShop's reward (see `shop.reward`); the step reward is that graded
 score, info["score"] repeats it and info["success"] = score == 1.0. Every step, valid or not, costs a
 turn; after `max_turns` turns the episode ends unsuccessful with score 0.
 
@@ -15,19 +15,18 @@ step), so `snapshot()` returns it and `restore()` puts it back; `observe()` re-r
 
 Splits: `shop` holds out a share `eval_fraction` (default 0.1) of its generated goals by content (goals
 repeat across seeds; see `envs.splits.ContentSplit`); `webshop` follows WebShop's goal split (test goals
-[0, eval_goals=500) are the eval tasks, training uses [train_goal_start=1500, n); see `shop_webshop`).
+[0, eval_goals=500) are the eval tasks, training uses [train_goal_start=1500, n); see `shop.webshop`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 
 from prover_jax.envs.base import Env, PromptSpec, info_dict, register, split_seed
-from prover_jax.envs.shop_catalog import PRODUCT_WINDOW, Catalogue, Goal, Product
-from prover_jax.envs.shop_reward import EXACT_MATCH_OPTION_GROUPS, FUZZY_THRESHOLD, purchase_reward
-from prover_jax.envs.shop_text import search_tokens, token_set_ratio
+from prover_jax.envs.shop.catalog import PRODUCT_WINDOW, Catalogue, Goal, Product
+from prover_jax.envs.shop.reward import EXACT_MATCH_OPTION_GROUPS, FUZZY_THRESHOLD, purchase_reward
+from prover_jax.envs.shop.text import search_tokens, token_set_ratio
 from prover_jax.envs.splits import EVAL_FRACTION, ContentSplit, IndexSplit, digest
 
 MAX_ACTION_CHARS = 300
@@ -84,7 +83,7 @@ class ShopEnv(Env):
     """WebShop's text protocol over `catalogue` (see module docstring).
 
     `split`: how episode seeds map to goals; None: a generated catalogue's goals split by content with
-    `eval_fraction` (an `IndexSplit` over the goal list for a finite one, see `shop_webshop.webshop_split`).
+    `eval_fraction` (an `IndexSplit` over the goal list for a finite one, see `shop.webshop.webshop_split`).
     """
 
     name = "shop"
@@ -93,7 +92,7 @@ class ShopEnv(Env):
                  n_products: int | None = None, max_turns: int = 15, eval_fraction: float = EVAL_FRACTION,
                  split: ContentSplit | IndexSplit | None = None):
         if catalogue is None:
-            from prover_jax.envs.shop_generate import (DEFAULT_CATALOGUE_SEED, DEFAULT_N_PRODUCTS,
+            from prover_jax.envs.shop.generate import (DEFAULT_CATALOGUE_SEED, DEFAULT_N_PRODUCTS,
                                                        generated_catalogue)
             catalogue = generated_catalogue(
                 DEFAULT_CATALOGUE_SEED if catalogue_seed is None else int(catalogue_seed),
@@ -363,22 +362,3 @@ def _option_plan(product: Product, goal: Goal) -> tuple[tuple[str, str], ...]:
 def _make_shop(**kwargs) -> ShopEnv:
     """Generated catalogue; kwargs: catalogue_seed, n_products, max_turns, eval_fraction."""
     return ShopEnv(**kwargs)
-
-
-@register("webshop")
-def _make_webshop(data_dir: str | None = None, max_turns: int = 15, eval_goals: int | None = None,
-                  train_goal_start: int | None = None, **kwargs) -> ShopEnv:
-    """Real WebShop files in `data_dir` (or $WEBSHOP_DATA); eval_goals (500) / train_goal_start (1500)
-    set the split (see `shop_webshop.webshop_split`); other kwargs go to `load_webshop`."""
-    from prover_jax.envs.shop_webshop import (WEBSHOP_TEST_GOALS, WEBSHOP_TRAIN_START, load_webshop,
-                                              webshop_split)
-
-    data_dir = data_dir or os.environ.get("WEBSHOP_DATA")
-    if not data_dir:
-        raise ValueError("webshop needs data_dir=... or the WEBSHOP_DATA environment variable")
-    catalogue = load_webshop(data_dir, **kwargs)
-    split = webshop_split(catalogue, WEBSHOP_TEST_GOALS if eval_goals is None else eval_goals,
-                          WEBSHOP_TRAIN_START if train_goal_start is None else train_goal_start)
-    env = ShopEnv(catalogue, max_turns=max_turns, split=split)
-    env.name = "webshop"
-    return env
