@@ -26,6 +26,7 @@ setup(
         "openai",
         "tqdm",
         "matplotlib",
+        "tensorboardX",  # metrics as TensorBoard event files without TensorFlow (README: dependencies)
     ],
     extras_require={
         # torch 2.13.0 is the CPU build; other spellings pull a multi-GB CUDA build.

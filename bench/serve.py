@@ -4,7 +4,7 @@
     python bench/serve.py --quick     # the tiny test checkpoint, 16 requests of 16 tokens (a smoke run)
 
 Model: bench-small with random weights (`sampler.build`, the sampler benchmark's builder) with the
-byte-level test tokenizer and Qwen-style chat template of tests/serving/serve_fixtures.py; --quick uses
+byte-level test tokenizer and Qwen-style chat template of tests/helpers/serving.py; --quick uses
 that file's tiny 2-layer checkpoint. One process: prover-serve (`build_service` + uvicorn in a
 thread), `--clients` threads each with its own `openai` client sending chat completions (greedy,
 max_tokens each, distinct user messages) until `--requests` are done; then the server's worker is
@@ -31,7 +31,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "serving"))
+sys.path.insert(0, os.path.join(HERE, "..", "tests"))  # the tests' `helpers` package
 
 
 def parser() -> argparse.ArgumentParser:
@@ -48,7 +48,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def build_model(folder: str, quick: bool) -> str:
-    import serve_fixtures as SF
+    from helpers import serving as SF
 
     if quick:
         return SF.make_serving_checkpoint(folder)

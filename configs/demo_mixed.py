@@ -14,9 +14,9 @@ def get_config():
     spec.loader.exec_module(demo)
     c = demo.get_config()
     c.env.kwargs.task_type = None  # drawn from the seed among household.gen.TASK_TYPES
-    c.env.kwargs.max_turns = 10
-    c.env.kwargs.expert_turns = (3, 7)
+    c.env.kwargs.max_turns = 10  # longer tasks need more turns
+    c.env.kwargs.expert_turns = (3, 7)  # the expert needs 3-7 turns
     c.tokenizer.corpus_seeds = 400  # six task types' phrasing
-    c.sft.steps = 2400
-    c.sft.episodes = 3200
+    c.sft.steps = 2400  # more SFT for six task types
+    c.sft.episodes = 3200  # distinct demonstrations
     return c

@@ -4,9 +4,12 @@ every (size, benchmark, slice):
     prover-train --config=configs/qwen3_5.py:2B,alfworld,v6e-8 --workdir=gs://BUCKET/run
     prover-aot   --config=configs/qwen3_5.py:4B,webshop,v5p-16       # compiled memory and time
     prover-train --config=configs/qwen3_5.py:4B,searchqa,h200-8 --workdir=runs/4b   # one 8-GPU node
+    prover-train --config=configs/qwen3_5.py:2B,alfworld,v6e-8,9B --workdir=...   # + a served 9B judge
 
-Argument: SIZE[,BENCHMARK[,SLICE]]; BENCHMARK alfworld (default) | webshop | searchqa; SLICE one of the
-size's LAYOUTS (default: the first). Layouts were chosen with `prover-aot` (figures in
+Argument: SIZE[,BENCHMARK[,SLICE[,JUDGE]]]; BENCHMARK alfworld (default) | webshop | searchqa; SLICE one
+of the size's LAYOUTS (default: the first); JUDGE a Qwen3.5 size (9B, as in the paper) served beside
+training on every host's chips (prover_jax.serving.beside) from the checkpoint at $JUDGE_PATH, instead
+of an external OpenAI-compatible endpoint. Layouts were chosen with `prover-aot` (figures in
 bench/RESULTS.md): FSDP over every chip, the layer block under lax.scan, each block rematerialised,
 splash attention, log-probs in chunks of 1024 positions, micro-batches of one 4096-token row per chip.
 GPU layouts (GPU_LAYOUTS: h100-1, h200-1, h100-8, h200-8) were sized with the estimate of
@@ -81,8 +84,26 @@ BENCHMARKS = {"alfworld": ("alfworld", 50, _alfworld), "webshop": ("webshop", 15
               "searchqa": ("searchqa_data", 30, _searchqa)}
 
 
-def make(size: str, benchmark: str = "alfworld", pod: str | None = None):
-    """default_config() with the paper's setup for Qwen3.5-`size` on `benchmark` on slice `pod`."""
+def serve_judge(c, size: str) -> None:
+    """The judge served beside training: Qwen3.5-`size` on all of each host's chips (tensor parallel),
+    16 slots of 16k tokens (a judge call: brief, tools, the trajectories' previews, tool rounds)."""
+    if size not in JUDGE_SIZES:
+        raise ValueError(f"judge size {size!r}: expected one of {JUDGE_SIZES}")
+    c.judge.name = "openai"  # the openai judge, pointed at the local server when the run starts
+    c.judge.serve.model = os.environ.get("JUDGE_PATH", "")  # the judge's HF folder on every worker
+    c.judge.serve.size = size  # its architecture for prover-aot when JUDGE_PATH is not readable here
+    c.judge.serve.tensor = 0  # weights split over all of a host's chips
+    c.judge.serve.max_concurrent_decodes = 16  # judge calls of a step run at once, per host
+    c.judge.serve.max_target_length = 16384  # tokens of one judge conversation
+    c.judge.openai.tool_choice = "required"  # every reply is a tool call, constrained to the tool's schema
+
+
+JUDGE_SIZES = ("4B", "9B")
+
+
+def make(size: str, benchmark: str = "alfworld", pod: str | None = None, judge: str | None = None):
+    """default_config() with the paper's setup for Qwen3.5-`size` on `benchmark` on slice `pod`, the
+    judge served beside training when `judge` (a size) is given."""
     if not slices(size):
         raise ValueError(f"no layout for Qwen3.5-{size}; sizes: {sorted({s for s, _ in LAYOUTS})}")
     if benchmark not in BENCHMARKS:
@@ -118,11 +139,13 @@ def make(size: str, benchmark: str = "alfworld", pod: str | None = None):
     c.credit.method = "prover"  # ProVer segment credit on top of GRPO
     c.judge.name = "openai"  # the judge proposing pivotal segments ($OPENAI_API_KEY on every worker)
     data(c)
+    if judge:
+        serve_judge(c, judge)
     return c
 
 
 def get_config(arg: str | None = None):
     parts = [p.strip() for p in (arg or "2B").split(",")]
-    if len(parts) > 3:
-        raise ValueError(f"config argument {arg!r}: expected SIZE[,BENCHMARK[,SLICE]]")
+    if len(parts) > 4:
+        raise ValueError(f"config argument {arg!r}: expected SIZE[,BENCHMARK[,SLICE[,JUDGE]]]")
     return make(*parts)

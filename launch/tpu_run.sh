@@ -34,7 +34,8 @@ Options:
   --hf_model REPO_ID       download this Hugging Face model on every worker and train from it
                            (sets --config.model.path)                   [$PROVER_HF_MODEL]
   --extras LIST            prover_jax extras to install, e.g. alfworld (the default when the
-                           config names "alfworld" or is qwen3_5.py without a benchmark; "none" for none)  [$PROVER_EXTRAS]
+                           config names "alfworld" or is qwen3_5.py without a benchmark; serve added
+                           when qwen3_5.py serves a judge, SIZE,BENCHMARK,SLICE,JUDGE; "none" for none)  [$PROVER_EXTRAS]
   --python VERSION         Python of the workers' venv (default 3.12)   [$PROVER_PYTHON]
   --create                 create the TPU VM first
   --delete_after           delete the TPU VM at the end (also after a failure)
@@ -130,8 +131,12 @@ done
 [[ "$WORKDIR" == gs://* ]] || echo "tpu_run.sh: warning: --workdir '$WORKDIR' is not gs://; on a" \
   "multi-host slice every worker would write its own copy and a restart could not resume" >&2
 if [[ -z "$EXTRAS" ]]; then
+  extras=()
   # alfworld named, or configs/qwen3_5.py with no benchmark (alfworld is its default)
-  if [[ "$(basename "$CONFIG")" =~ alfworld|^qwen3_5\.py(:[^,]*)?$ ]]; then EXTRAS=alfworld; else EXTRAS=none; fi
+  if [[ "$(basename "$CONFIG")" =~ alfworld|^qwen3_5\.py(:[^,]*)?$ ]]; then extras+=(alfworld); fi
+  # a judge served beside training (configs/qwen3_5.py:SIZE,BENCHMARK,SLICE,JUDGE) runs prover-serve's app
+  if [[ "$(basename "$CONFIG")" =~ ^qwen3_5\.py:[^,]*,[^,]*,[^,]*,[^,]+$ ]]; then extras+=(serve); fi
+  EXTRAS=$(IFS=,; echo "${extras[*]:-none}")
 fi
 [[ "$EXTRAS" =~ ^[a-z0-9_,-]+$ ]] || die "--extras '$EXTRAS' is not a comma-separated list of extras"
 [[ "$PYTHON_VERSION" =~ ^[0-9]+(\.[0-9]+)*$ ]] || die "--python '$PYTHON_VERSION' is not a version"

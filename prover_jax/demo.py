@@ -6,6 +6,10 @@ judge (the `openai` judge when an endpoint is configured). Prints a short summar
 WORKDIR/progress.png.
 
     python -m prover_jax.demo --workdir=runs/demo [--config=configs/demo.py --config.train.steps=4]
+                              [--third_party_logs]
+
+Third-party INFO logging (orbax's checkpoint chatter, jax, absl, ...) is off; --third_party_logs
+brings it back (prover_jax/training/logs.py).
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ import os
 
 from absl import app, flags
 from ml_collections import config_flags
+
+from prover_jax.training.logs import quiet_third_party
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 FLAGS = flags.FLAGS
@@ -55,6 +61,7 @@ def _pm(s: dict, key: str) -> str:
 
 def main(argv):
     del argv
+    quiet_third_party(FLAGS.third_party_logs)
     from prover_jax.training.run import train
 
     summary = train(FLAGS.config, FLAGS.workdir)

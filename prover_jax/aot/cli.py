@@ -5,7 +5,9 @@ TPU compiler says about them, one JSON line per program.
                [--topology=v6e-8]      # default: config.accelerator
 
 Fields: per_device_gib = argument + output - aliased + temporary bytes per chip (memory_analysis);
-fits = per_device_gib <= hbm_gib; headroom = 1 - per_device / hbm. flops_per_device = the jaxpr's
+fits = per_device_gib <= hbm_gib; headroom = 1 - per_device / hbm. With a judge served beside training
+(judge.serve), judge_generate / judge_prefill are its engine's programs and a last `together` row adds
+up what one chip holds at once (train step + rollout engine resident + judge decode step). flops_per_device = the jaxpr's
 matmul flops (loops counted per iteration) / chips; xla_flops_per_device is the compiler's own count,
 which counts a loop body once (loop_factor = their ratio). bytes_accessed_per_device = HBM bytes read
 and written per chip, from the optimised HLO with while bodies times their trip counts (hlo_bytes;
@@ -107,7 +109,27 @@ def run(config, topology: str, fns, hlo_dir: str = "") -> list[dict]:
                 prog, compiled, text, s.chip, n, compile_s, counted).items() if k != "fn"})
         print(json.dumps(row), flush=True)
         rows.append(row)
+    row = together(rows, s.name)
+    if row is not None:
+        print(json.dumps(row), flush=True)
+        rows.append(row)
     return rows
+
+
+def together(rows: list[dict], topology: str) -> dict | None:
+    """What one chip of the first host holds at once when the judge is served beside training: the
+    train step's peak + the rollout engine's resident weights and decode state (generate's arguments)
+    + the judge engine's decode step (its weights, state and temporaries). None without all three."""
+    by = {r["fn"]: r for r in rows if "per_device_gib" in r}
+    if not {"train_step", "generate", "judge_generate"} <= set(by):
+        return None
+    gib = by["train_step"]["per_device_gib"] + by["generate"]["argument_gib"] + by["judge_generate"]["per_device_gib"]
+    hbm = by["train_step"]["hbm_gib"]
+    return {"fn": "together", "topology": topology, "per_device_gib": round(gib, 3), "hbm_gib": hbm,
+            "fits": gib <= hbm, "headroom": round(1 - gib / hbm, 3),
+            "parts_gib": {"train_step": by["train_step"]["per_device_gib"],
+                          "generate_resident": by["generate"]["argument_gib"],
+                          "judge_generate": by["judge_generate"]["per_device_gib"]}}
 
 
 def main(argv=None):
@@ -117,7 +139,8 @@ def main(argv=None):
     from ml_collections import config_flags
 
     from prover_jax.aot.programs import FNS
-    flags.DEFINE_string("fn", ",".join(FNS), f"comma-separated, some of {', '.join(FNS)}")
+    flags.DEFINE_string("fn", "", f"comma-separated, some of {', '.join(FNS)} (default: those a run of "
+                        f"the config compiles; the judge's when judge.serve sets one)")
     flags.DEFINE_string("topology", "", "TPU slice, e.g. v6e-8, v5p-16 (default: config.accelerator)")
     flags.DEFINE_string("hlo_dir", "", "write each compiled program's HLO text to this folder")
     config_flags.DEFINE_config_file("config", None, "a prover config file[:args]", lock_config=False)
@@ -131,7 +154,7 @@ def main(argv=None):
         if not topology:
             raise app.UsageError("no --topology and the config sets no accelerator")
         try:
-            run(config, topology, [f.strip() for f in FLAGS.fn.split(",") if f.strip()], FLAGS.hlo_dir)
+            run(config, topology, [f.strip() for f in FLAGS.fn.split(",") if f.strip()] or None, FLAGS.hlo_dir)
         except (ValueError, RuntimeError) as e:
             print(f"prover-aot: {e}", file=sys.stderr)
             sys.exit(2)

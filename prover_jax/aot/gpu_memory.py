@@ -42,6 +42,11 @@ from prover_jax.aot.chips import GIB, parse_slice
 USABLE = 0.9  # fraction of the GPU's memory a layout may plan for
 
 
+def _gpu_gdn_chunk() -> int:
+    from prover_jax.models.qwen3_5.delta_rule import backend_defaults
+    return backend_defaults("gpu")["chunk_size"]
+
+
 def _counts(cfg):
     from prover_jax.models.qwen3_5.config import FULL
     n_full = sum(1 for k in cfg.layer_types if k == FULL)
@@ -49,9 +54,12 @@ def _counts(cfg):
 
 
 def train_step_bytes(cfg, *, shards: int, rows_per_device: float, length: int, logprob_chunk: int,
-                     param_bytes: int = 4, scan_layers: bool = True, gdn_chunk: int = 64,
+                     param_bytes: int = 4, scan_layers: bool = True, gdn_chunk: int | None = None,
                      block_layers: int = 4) -> dict:
-    """Bytes per device of one accumulating train step (terms in the module docstring)."""
+    """Bytes per device of one accumulating train step (terms in the module docstring); gdn_chunk None:
+    the delta-rule chunk a GPU runs by default (delta_rule.backend_defaults("gpu"))."""
+    if gdn_chunk is None:
+        gdn_chunk = _gpu_gdn_chunk()
     P = cfg.param_count()
     D, I, V = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size
     H, Hkv, hd = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
@@ -108,7 +116,7 @@ def estimate(config, layout: str | None = None) -> dict:
         cfg, shards=c.mesh.fsdp * c.mesh.tensor, rows_per_device=c.train.micro_batch_size / (c.mesh.data * c.mesh.fsdp),
         length=c.rollout.max_target_length, logprob_chunk=c.train.logprob_chunk or c.rollout.max_target_length,
         param_bytes=4 if c.model.param_dtype == "float32" else 2, scan_layers=bool(c.model.scan_layers),
-        gdn_chunk=c.model.gdn_chunk or 64)
+        gdn_chunk=c.model.gdn_chunk or None)
     engine = engine_bytes(cfg, slots_per_device=c.rollout.max_concurrent_decodes / per_host,
                           length=c.rollout.max_target_length)
     total = train["total"] + engine["total"]

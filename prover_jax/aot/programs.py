@@ -9,6 +9,8 @@ train_step: the trainer's jitted update (its optimizer, loss, micro-batching, re
 generate: one decode step of the engine for all rollout.max_concurrent_decodes slots, on one host's
     devices (each host of a pod runs its own engine), weights in the compute dtype.
 prefill: one batched prefill of PREFILL_ROWS prompts of rollout.max_prefill_length tokens.
+judge_generate, judge_prefill: the same for the judge served beside training (config.judge.serve:
+    its architecture, slots, lengths, dtype and tensor degree on one host's devices).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from prover_jax.models import qwen3_5
 from prover_jax.sharding import make_mesh, tree_shardings
 
-FNS = ("train_step", "generate", "prefill")
+FNS = ("train_step", "generate", "prefill", "judge_generate", "judge_prefill")
+JUDGE_FNS = ("judge_generate", "judge_prefill")
 PREFILL_ROWS = 8  # one group's prompts (the driver admits a group at a time)
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
@@ -120,7 +123,7 @@ def _opt_state(optimizer, params, mesh):
 
 def train_program(config, mesh: Mesh) -> Program:
     from prover_jax.training.step import TrainState, abstract_batch, make_optimizer, make_train_step
-    from prover_jax.training.trainer import model_runtime
+    from prover_jax.training.build import model_runtime
 
     c = config
     cfg = model_config(c)
@@ -177,9 +180,9 @@ def engine_programs(config, mesh: Mesh, fns) -> list[Program]:
         out.append(Program("generate", engine._generate, (params, state, table, 1, allowed), emesh, S, flops))
     if "prefill" in fns:
         R, T = PREFILL_ROWS, r.max_prefill_length
-        abstract = jax.eval_shape(lambda: qwen3_5.init_cache(cfg, R, r.max_target_length, compute))
+        abstract = jax.eval_shape(lambda: model.init_cache(R, r.max_target_length, compute))  # DecodeModel
         cache = _with_shardings(abstract, tree_shardings(
-            qwen3_5.cache_axes(cfg, emesh.shape.get("tensor", 1)), abstract, emesh))
+            model.cache_axes(emesh.shape.get("tensor", 1)), abstract, emesh))
         rep = NamedSharding(emesh, P())
         sds = lambda shape, dt: jax.ShapeDtypeStruct(shape, dt, sharding=rep)  # noqa: E731
         args = (params, cache, sds((R, T), jnp.int32), sds((R,), jnp.int32), sds((R,), jnp.int32),
@@ -191,11 +194,38 @@ def engine_programs(config, mesh: Mesh, fns) -> list[Program]:
     return out
 
 
-def programs(config, devices, fns=FNS) -> list[Program]:
+def serves_judge(config) -> bool:
+    s = config.judge.serve
+    return bool(s.model or s.size)
+
+
+def default_fns(config) -> tuple[str, ...]:
+    """The programs a run of `config` compiles: the judge's too when it is served beside training."""
+    return FNS if serves_judge(config) else tuple(f for f in FNS if f not in JUDGE_FNS)
+
+
+def judge_as_policy(config, host_devices: int):
+    """A copy of `config` whose model and rollout engine are the served judge's (judge.serve), so
+    the judge's engine programs are built as the policy's are."""
+    s, c = config.judge.serve, config.copy_and_resolve_references()
+    c.model.init, c.model.path, c.model.size = ("hf" if s.model else "random"), s.model, s.size
+    c.model.dtype = s.dtype
+    c.rollout.max_concurrent_decodes = s.max_concurrent_decodes
+    c.rollout.max_prefill_length = min(s.max_prefill_length, s.max_target_length)
+    c.rollout.max_target_length = s.max_target_length
+    c.mesh.tensor = s.tensor or host_devices  # 0: every device of the host
+    return c
+
+
+def programs(config, devices, fns=None) -> list[Program]:
     """The config's programs for `devices` (a TPU slice's); the mesh must use all of them."""
+    fns = default_fns(config) if fns is None else tuple(fns)
     unknown = sorted(set(fns) - set(FNS))
     if unknown:
         raise ValueError(f"unknown --fn {unknown}; expected some of {FNS}")
+    if set(fns) & set(JUDGE_FNS) and not serves_judge(config):
+        raise ValueError(f"--fn {sorted(set(fns) & set(JUDGE_FNS))}: the config serves no judge "
+                         f"(set judge.serve.model or judge.serve.size)")
     shape = (config.mesh.data, config.mesh.fsdp, config.mesh.tensor)
     fixed = math.prod(s for s in shape if s != -1)
     if (-1 in shape and len(devices) % fixed) or (-1 not in shape and fixed != len(devices)):
@@ -203,4 +233,10 @@ def programs(config, devices, fns=FNS) -> list[Program]:
                          f"chips: set config.mesh so that data * fsdp * tensor = {len(devices)}")
     mesh = make_mesh(shape, devices=devices)
     out = [train_program(config, mesh)] if "train_step" in fns else []
-    return out + engine_programs(config, mesh, fns)
+    out += engine_programs(config, mesh, fns)
+    judge = [f[len("judge_"):] for f in fns if f in JUDGE_FNS]
+    if judge:
+        host = sum(d.process_index == devices[0].process_index for d in devices)
+        for prog in engine_programs(judge_as_policy(config, host), mesh, judge):
+            out.append(dataclasses.replace(prog, fn=f"judge_{prog.fn}"))
+    return out

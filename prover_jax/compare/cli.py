@@ -30,6 +30,8 @@ Compile cache: runs share a JAX persistent compilation cache (--jax_cache: "auto
 JAX_COMPILATION_CACHE_DIR is set; "none" = off): every method compiles mostly the same programs.
 --parallel=N runs N at once (CPU, or accelerators that several processes can share; children then get
 XLA_PYTHON_CLIENT_PREALLOCATE=false unless it is set). --report_only rewrites the report only.
+Third-party INFO logging (orbax, jax, absl, ...) is off here and in the runs' run.log;
+--third_party_logs brings it back (passed on to the runs; prover_jax/training/logs.py).
 
 Report: W/compare.md, W/compare.json, W/compare.png (prover_jax/compare/report.py).
 """
@@ -50,6 +52,7 @@ from ml_collections import config_flags
 
 from prover_jax.compare import methods as methods_lib
 from prover_jax.compare import report
+from prover_jax.training.logs import quiet_third_party
 
 FLAGS = flags.FLAGS
 config_flags.DEFINE_config_file("config", None, "Trainer config file (see configs/).", lock_config=True)
@@ -162,7 +165,8 @@ def execute(run: Run, config_arg: str, user_overrides: list[str], env: dict) -> 
         run.error = f"could not prepare {run.folder}: {e}"
         return False
     cmd = [sys.executable, "-m", "prover_jax.training.cli", f"--config={config_arg}", *user_overrides,
-           *(f"--config.{k}={v}" for k, v in run.overrides), f"--workdir={run.folder}", "--noprogress"]
+           *(f"--config.{k}={v}" for k, v in run.overrides), f"--workdir={run.folder}", "--noprogress",
+           *(["--third_party_logs"] if FLAGS.third_party_logs else [])]
     log = os.path.join(run.folder, "run.log")
     print(f"[start]   {run.name()}", flush=True)
     t0 = time.time()
@@ -210,6 +214,7 @@ def _main(argv):
         raise app.UsageError("prover-compare needs a local --workdir")
     if FLAGS.seeds < 1 or FLAGS.parallel < 1:
         raise app.UsageError("--seeds and --parallel must be >= 1")
+    quiet_third_party(FLAGS.third_party_logs)
     config = FLAGS.config
     config_arg, user_overrides = raw_config_args(sys.argv, config)
     try:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import traceback
 from multiprocessing.connection import Connection, wait
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 from prover_jax.envs.base import Env, make
 
@@ -30,10 +30,21 @@ def group_seeds(base_seed: int, num_groups: int, group_size: int) -> list[int]:
     return [base_seed + i // group_size for i in range(num_groups * group_size)]
 
 
-def _act(env: Env, response: str) -> tuple:
+class StepResult(NamedTuple):
+    """One agent turn in one env (`EnvPool.act`): the response's action, the env's step, the state after."""
+
+    action: str | None  # the action extracted from the response; None when it had no well-formed one
+    observation: str  # what the env answers (feedback on what was wrong when the action was invalid)
+    reward: float  # the step's reward
+    done: bool  # the episode ended (success or failure)
+    info: dict  # success, score, valid, admissible (see envs.base)
+    snapshot: Any  # env.snapshot() after the step: continuations restart from it
+
+
+def _act(env: Env, response: str) -> StepResult:
     action = env.extract_action(response)
     obs, reward, done, info = env.step(action)
-    return action, obs, reward, done, info, env.snapshot()
+    return StepResult(action, obs, reward, done, info, env.snapshot())
 
 
 def _call(env: Env, method: str, args: tuple) -> Any:
@@ -181,10 +192,10 @@ class EnvPool:
         out = self._run({i: ("step", (a,)) for i, a in enumerate(actions) if a is not None})
         return [out.get(i) for i in range(self.num_envs)]
 
-    def act(self, responses: dict[int, str]) -> dict[int, tuple]:
+    def act(self, responses: dict[int, str]) -> dict[int, StepResult]:
         """One agent turn in env i per responses[i] (a whole model response): the env extracts the
         action (None when malformed; the env then answers with feedback, valid=False), steps, and
-        snapshots. Returns {i: (action, obs, reward, done, info, snapshot_after)}."""
+        snapshots. Returns {i: StepResult}."""
         return self._run({int(i): ("act", (r,)) for i, r in responses.items()})
 
     def snapshot(self, i: int) -> Any:

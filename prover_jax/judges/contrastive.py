@@ -32,7 +32,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from prover_jax.judges.base import NO_CANDIDATE, Judge, Proposal, action_text, config_get, register
+from prover_jax.judges.base import NO_CANDIDATE, Judge, Proposal, action_text, register
 
 IGNORED_FIELDS = ("turn", "note")
 
@@ -109,10 +109,8 @@ class ContrastiveJudge(Judge):
 
     @classmethod
     def from_config(cls, section, workdir=None, **kwargs):
-        sub = config_get(section, "contrastive")
-        fields = config_get(sub, "ignore_fields")
-        if fields is not None and "ignore_fields" not in kwargs:
-            kwargs["ignore_fields"] = tuple(fields)
+        if section is not None and "ignore_fields" not in kwargs:  # None: built without a config
+            kwargs["ignore_fields"] = tuple(section.contrastive.ignore_fields)
         return cls(**kwargs)
 
     def _propose(self, success, failures, *, max_segment_turns: int, rng: np.random.Generator) -> Proposal:

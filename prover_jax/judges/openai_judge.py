@@ -103,7 +103,7 @@ class OpenAIJudge(Judge):
                 "usd_per_m_input", "usd_per_m_output", "cache", "max_tool_rounds", "backoff_base_s",
                 "backoff_max_s", "preview_chars", "tool_choice")
         args = {k: config_get(sub, k) for k in keys if config_get(sub, k) is not None}
-        repairs = config_get(section, "max_repairs", config_get(sub, "max_repairs"))
+        repairs = config_get(section, "max_repairs")  # the judge section's (or the openai part's own)
         if repairs is not None:
             args["max_repairs"] = repairs
         args.setdefault("model", "gpt-4.1-mini")

@@ -23,7 +23,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from prover_jax.envs.pool import EnvPool
+from prover_jax.envs.base import PromptSpec
+from prover_jax.envs.pool import EnvPool, StepResult
 from prover_jax.rollout.chat import ChatTemplate, Tokenizer, observation_text
 from prover_jax.rollout.trajectory import CONTEXT_LIMIT, DONE, TURN_LIMIT, Trajectory, Turn
 from prover_jax.sampling import STOP, Completion, Driver, Request, SamplingParams
@@ -144,10 +145,11 @@ class Rollout:
         self._uids += 1
         return self._uids - 1
 
-    def _max_turns(self, spec) -> int:
+    def _max_turns(self, spec: PromptSpec) -> int:
         return spec.max_turns if self.config.max_turns is None else self.config.max_turns
 
-    def _request(self, prompt, ep_or_seed, turn: int, spec, context=None, num_samples: int = 1) -> Request:
+    def _request(self, prompt, ep_or_seed, turn: int, spec: PromptSpec, context=None,
+                 num_samples: int = 1) -> Request:
         cfg = self.config
         return Request(prompt, cfg.sampling, max_new_tokens=cfg.max_action_tokens,
                        seed=mix_seed(cfg.seed, ep_or_seed, turn), num_samples=num_samples,
@@ -168,26 +170,28 @@ class Rollout:
             out.append((ep, Completion(tokens, [0.0] * len(tokens), STOP, None)))
         return out
 
-    def _record(self, ep: _Episode, c: Completion, result: tuple) -> list[int] | None:
-        """Appends the turn to the trajectory; returns the next prompt tokens, or None if it ended."""
-        action, obs, reward, done, info, snapshot = result
-        spec = ep.pool.prompt
+    def _record(self, ep: _Episode, c: Completion, step: StepResult, spec: PromptSpec) -> list[int] | None:
+        """Appends the turn (response `c`, env `step`) to the trajectory; returns the next prompt
+        tokens, or None if it ended. `spec`: the prompt spec of the episode's pool."""
+        info = step.info
         traj = ep.traj
         start = len(traj.tokens)
         traj.append(c.tokens, policy=True, logprobs=c.logprobs)
         traj.turns.append(Turn(start=start, end=len(traj.tokens), response=self.tokenizer.decode(c.tokens),
-                               action=action, valid=bool(info.get("valid", False)), observation=obs,
-                               reward=float(reward), finish_reason=c.finish_reason))
-        traj.snapshots.append(snapshot)
+                               action=step.action, valid=bool(info.get("valid", False)),
+                               observation=step.observation, reward=float(step.reward),
+                               finish_reason=c.finish_reason))
+        traj.snapshots.append(step.snapshot)
         traj.success, traj.score = bool(info.get("success", False)), float(info.get("score", 0.0))
         ep.context = c.context
-        if done:
+        if step.done:
             return self._finish(ep, DONE)
         if traj.num_turns >= self._max_turns(spec):
             return self._finish(ep, TURN_LIMIT)
         closed = c.finish_reason == STOP and c.stop == self.end_id
         text = self.config.template.after_response(
-            observation_text(obs, info, spec.show_admissible, traj.num_turns, self._max_turns(spec)), closed)
+            observation_text(step.observation, info, spec.show_admissible, traj.num_turns, self._max_turns(spec)),
+            closed)
         tokens = self.encode(text)
         if not self._fits(ep, len(tokens)):
             return self._finish(ep, CONTEXT_LIMIT)
@@ -228,6 +232,7 @@ out calls `advance` itself and adds continuations from the callbacks.
             on_end: Callable[[Trajectory, int], None] | None = None) -> None:
         """Starts every episode of `forks` (groups sharing an opening token history)."""
         ro = self.rollout
+        spec = None if self.expert else pool.prompt
         for history, group in forks:
             for ep in group:
                 ep.pool, ep.on_end = pool, on_end
@@ -239,7 +244,7 @@ out calls `advance` itself and adds continuations from the callbacks.
             if self.expert:
                 self.waiting += group
             else:
-                request = ro._request(history, group[0].traj.uid, len(group[0].traj.turns), pool.prompt,
+                request = ro._request(history, group[0].traj.uid, len(group[0].traj.turns), spec,
                                       num_samples=len(group))
                 self.live[ro.driver.submit(request)] = list(group)
 
@@ -298,15 +303,16 @@ out calls `advance` itself and adds continuations from the callbacks.
             by_pool.setdefault(id(ep.pool), []).append((ep, c))
         for pairs in by_pool.values():
             pool = pairs[0][0].pool
-            results = pool.act({ep.env: ro.tokenizer.decode(c.tokens) for ep, c in pairs})
+            spec = pool.prompt
+            steps = pool.act({ep.env: ro.tokenizer.decode(c.tokens) for ep, c in pairs})
             for ep, c in pairs:
-                nxt = ro._record(ep, c, results[ep.env])
+                nxt = ro._record(ep, c, steps[ep.env], spec)
                 if nxt is None:
                     self._ended(ep)
                 elif self.expert:
                     self.waiting.append(ep)
                 else:
-                    request = ro._request(nxt, ep.traj.uid, len(ep.traj.turns), pool.prompt, context=c.context)
+                    request = ro._request(nxt, ep.traj.uid, len(ep.traj.turns), spec, context=c.context)
                     self.live[ro.driver.submit(request)] = [ep]
         return len(ready)
 

@@ -28,7 +28,10 @@ from prover_jax.convert.orbax_io import is_prover_checkpoint, load_checkpoint
 from prover_jax.models import qwen3_5
 from prover_jax.sampling.driver import Driver, Request
 from prover_jax.sampling.engine import Engine
+from prover_jax.sampling.engine_types import MIN_PROMPT_BUCKET, bucket
 from prover_jax.sampling.sampler import SamplingParams
+
+DEFAULT_MAX_SLOTS = 64  # decode slots when --max_concurrent_decodes is not given
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model", None, "HF checkpoint folder (config.json + *.safetensors) or prover "
@@ -44,18 +47,15 @@ flags.DEFINE_integer("top_k", 0, "Keep the k most likely tokens; 0 = off.")
 flags.DEFINE_integer("seed", 0, "PRNG seed; prompt i uses seed + i.")
 flags.DEFINE_integer("num_samples", 1, "Samples per prompt.")
 flags.DEFINE_integer("max_concurrent_decodes", None, "Decode slots (default: prompts x samples, at "
-                     "most 64).")
+                     f"most {DEFAULT_MAX_SLOTS}).")
 flags.DEFINE_integer("max_prefill_length", None, "Longest prompt piece prefilled at once (default: "
-                     "the longest prompt, rounded up to a power of two).")
+                     f"the longest prompt, rounded up to a power of two >= {MIN_PROMPT_BUCKET}).")
 flags.DEFINE_integer("max_target_length", None, "Cache length per slot, prompt + generated (default: "
                      "longest prompt + max_new_tokens, rounded up to a power of two).")
 flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"], "Parameter and compute dtype.")
 flags.DEFINE_multi_string("stop", None, "Stop string (repeatable); needs a tokenizer.")
 flags.DEFINE_bool("ignore_eos", False, "Do not stop at the model's EOS ids.")
 flags.DEFINE_bool("benchmark", False, "Run once to compile, then time a second run.")
-
-DEFAULT_MAX_SLOTS = 64
-MIN_PREFILL = 8
 
 
 class CliError(Exception):
@@ -64,11 +64,6 @@ class CliError(Exception):
     def __init__(self, message: str, code: int = 2):
         super().__init__(message)
         self.code = code
-
-
-def pow2(n: int) -> int:
-    """Smallest power of two >= n (n >= 1)."""
-    return 1 << max(int(n) - 1, 0).bit_length()
 
 
 def parse_prompt_ids(text: str) -> list[list[int]]:
@@ -143,11 +138,11 @@ def eos_ids(path: str, cfg: qwen3_5.Qwen3_5Config) -> tuple[int, ...]:
     return tuple(sorted({int(i) for i in ids}))
 
 
-def load_model(path: str, dtype):
+def load_model(path: str, dtype, mesh=None):
     try:
         if is_prover_checkpoint(path):
-            return load_checkpoint(path, dtype=dtype)
-        return qwen3_5.load_hf(path, dtype=dtype)
+            return load_checkpoint(path, dtype=dtype, mesh=mesh)
+        return qwen3_5.load_hf(path, dtype=dtype, mesh=mesh)
     except (OSError, ValueError) as e:
         raise CliError(f"cannot load model {path}: {e}", code=1) from None
 
@@ -199,8 +194,8 @@ def generate() -> list[str]:
         raise CliError("--stop strings must be non-empty")
 
     longest, n_new, K = max(len(p) for p in prompts), FLAGS.max_new_tokens, FLAGS.num_samples
-    max_target = FLAGS.max_target_length or max(pow2(longest + n_new), FLAGS.max_prefill_length or 1)
-    max_prefill = FLAGS.max_prefill_length or min(max(MIN_PREFILL, pow2(longest)), max_target)
+    max_target = FLAGS.max_target_length or max(bucket(longest + n_new), FLAGS.max_prefill_length or 1)
+    max_prefill = FLAGS.max_prefill_length or min(bucket(longest, MIN_PROMPT_BUCKET), max_target)
     if max_prefill > max_target:
         raise CliError(f"--max_prefill_length {max_prefill} exceeds --max_target_length {max_target}")
     if longest > max_target:

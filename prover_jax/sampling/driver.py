@@ -17,121 +17,28 @@ last token, so a later request with `context=` prefills only [last token] + its 
 it; a 30-turn episode never re-prefills its history. With `num_samples=K`, the prompt is prefilled
 once and its cache copied into K slots (sample j draws with fold_in(PRNGKey(seed), j)). A request's
 completions depend only on the request and the weights, not on the rest of the batch.
+
+The request and completion types and the driver's per-job / per-sample records live in driver_types
+(re-exported here); this module is the scheduling: admission, batched prefill, dispatch and reading.
 """
 
 from __future__ import annotations
 
 import collections
-import dataclasses
 from typing import Any, Callable, Sequence
 
 import jax
 import numpy as np
 
-from prover_jax.sampling.engine import (MAX_STOP_IDS, RUNNING, STOPPED_ID, STOPPED_LENGTH, STOPPED_STRING,
-                                        Engine, Prefix, bucket)
+from prover_jax.sampling.driver_types import (CACHE_FULL, LENGTH, STOP, Call, Completion, Context, Finished, Job,
+                                              LiveSample, Request, finish)
+from prover_jax.sampling.engine import Engine
+from prover_jax.sampling.engine_types import MAX_STOP_IDS, MIN_PROMPT_BUCKET, RUNNING, Prefix, bucket
 from prover_jax.sampling.sampler import SamplingParams
 from prover_jax.sampling.stops import StopSpec, StopStrings, token_bytes
 
-STOP, LENGTH, CACHE_FULL = "stop", "length", "cache_full"
-
-
-@dataclasses.dataclass(frozen=True)
-class Context:
-    """A live sequence kept on device: its cache (every token but the last) and its last token.
-    `length` counts all its tokens, the last included."""
-
-    prefix: Prefix
-    length: int
-    last_token: int
-
-
-@dataclasses.dataclass(frozen=True)
-class Request:
-    """One generation request.
-
-    prompt: token ids to add (after `context`'s sequence when given; may then be empty).
-    sampling / seed: controls and PRNG seed; num_samples: K samples of the same prompt (a fork).
-    max_new_tokens: budget per sample; stop_strings / stop_ids: extra end conditions (stop strings
-    need the driver's `decode_fn`). keep_context: return each finished sequence as a Context.
-    constraint: constrained decoding: called once per sample for a TokenConstraint, an object with
-    fill_bitmask(row) (writes the int32 bitmask [engine.mask_words] of the tokens allowed next) and
-    consume(token) (the token sampled); the driver reads every token of such a sample before the next
-    decode call (no host/device overlap while one runs) and needs steps_per_call=1.
-    """
-
-    prompt: Sequence[int]
-    sampling: SamplingParams = SamplingParams()
-    max_new_tokens: int = 64
-    seed: int = 0
-    num_samples: int = 1
-    stop_strings: tuple[str, ...] = ()
-    stop_ids: tuple[int, ...] = ()
-    context: Context | None = None
-    keep_context: bool = False
-    constraint: Callable[[], Any] | None = None  # () -> TokenConstraint, one per sample
-
-    def __post_init__(self):
-        if self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
-        if self.num_samples < 1:
-            raise ValueError(f"num_samples must be >= 1, got {self.num_samples}")
-        if isinstance(self.stop_strings, str):
-            raise ValueError("stop_strings must be a sequence of strings, not one string")
-        if any(not isinstance(s, str) or not s for s in self.stop_strings):
-            raise ValueError(f"stop_strings must be non-empty strings, got {self.stop_strings!r}")
-        if self.context is not None and not isinstance(self.context, Context):
-            raise ValueError(f"context must be a Context from a finished completion, got "
-                             f"{type(self.context).__name__}")
-
-
-@dataclasses.dataclass
-class Completion:
-    """Generated tokens, their logprobs under the raw policy, and why generation ended
-    ('stop': EOS / stop id / stop string, 'length': max_new_tokens, 'cache_full': max_target_length
-    reached). `stop` is the stop string or id that matched; `context` the kept sequence."""
-
-    tokens: list[int]
-    logprobs: list[float]
-    finish_reason: str | None = None
-    stop: str | int | None = None
-    context: Context | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class Finished:
-    """Sample `sample` of the request submitted as `ticket` is done."""
-
-    ticket: int
-    sample: int
-    completion: Completion
-
-
-@dataclasses.dataclass
-class _Job:
-    ticket: int
-    request: Request
-    tokens: np.ndarray  # what to prefill: [context's last token] + prompt
-    length0: int  # sequence length after the prefill (tokens in the cache)
-    stops: StopSpec | None = None
-
-
-@dataclasses.dataclass
-class _Sample:
-    job: _Job
-    index: int
-    completion: Completion
-    first: tuple | None = None  # (token_N, logprob_N, j): its first token, still on the device
-    done: bool = False
-    matcher: Any = None  # its TokenConstraint (constrained decoding)
-
-
-@dataclasses.dataclass
-class _Call:
-    """A dispatched generate call: its results (on the device) and the samples it stepped."""
-
-    result: Any
-    occupants: dict[int, _Sample]
+# driver_types' public names stay importable from here
+__all__ = ["CACHE_FULL", "LENGTH", "STOP", "Completion", "Context", "Driver", "Finished", "Request"]
 
 
 class Driver:
@@ -156,7 +63,7 @@ class Driver:
     """
 
     def __init__(self, engine: Engine, params: Any = None, eos_ids: Sequence[int] = (),
-                 decode_fn: Callable[[list[int]], str] | None = None, min_bucket: int = 8,
+                 decode_fn: Callable[[list[int]], str] | None = None, min_bucket: int = MIN_PROMPT_BUCKET,
                  tokenizer: Any = None, steps_per_call: int = 1, max_stop_strings: int | None = None):
         if steps_per_call < 1:
             raise ValueError(f"steps_per_call must be >= 1, got {steps_per_call}")
@@ -176,11 +83,11 @@ class Driver:
                              f"{engine.max_stop_strings} (Engine(max_stop_strings=...))")
         self._stops: StopStrings | None = None
         self._state = None
-        self._queue: collections.deque[_Job] = collections.deque()
-        self._inserts: collections.deque[tuple[Prefix, int, _Sample]] = collections.deque()
-        self._busy: dict[int, _Sample] = {}
-        self._calls: collections.deque[_Call] = collections.deque()
-        self._firsts: list[_Sample] = []  # samples whose first token is not read yet
+        self._queue: collections.deque[Job] = collections.deque()
+        self._inserts: collections.deque[tuple[Prefix, int, LiveSample]] = collections.deque()
+        self._busy: dict[int, LiveSample] = {}
+        self._calls: collections.deque[Call] = collections.deque()
+        self._firsts: list[LiveSample] = []  # samples whose first token is not read yet
         self._done: list[Finished] = []
         self._tickets = 0
         self.stats = collections.Counter()
@@ -209,9 +116,9 @@ class Driver:
         """The registry of stop strings (built on first use from the tokenizer's token bytes)."""
         if self._stops is None:
             if self.tokenizer is not None:
-                tokens = token_bytes(self.tokenizer, self.engine.config.vocab_size)
+                tokens = token_bytes(self.tokenizer, self.engine.vocab_size)
             else:
-                tokens = [self.decode_fn([t]).encode() for t in range(self.engine.config.vocab_size)]
+                tokens = [self.decode_fn([t]).encode() for t in range(self.engine.vocab_size)]
             self._stops = StopStrings(tokens, capacity=self.engine.max_stop_strings)
         return self._stops
 
@@ -252,7 +159,7 @@ class Driver:
         return time.perf_counter() - t0
 
     # Submission.
-    def _job(self, request: Request) -> _Job:
+    def _job(self, request: Request) -> Job:
         """Validates `request` (ValueError naming the problem) and turns it into a job."""
         if not isinstance(request, Request):
             raise ValueError(f"expected a Request, got {type(request).__name__}")
@@ -278,7 +185,7 @@ class Driver:
         if request.constraint is not None and self.steps_per_call != 1:
             raise ValueError(f"constrained decoding needs steps_per_call=1, the driver has {self.steps_per_call}")
         rows = tuple(self.stop_strings().index(x) for x in request.stop_strings)
-        return _Job(-1, request, tokens, length0, StopSpec(request.max_new_tokens, ids, rows))
+        return Job(-1, request, tokens, length0, StopSpec(request.max_new_tokens, ids, rows))
 
     def submit(self, request: Request) -> int:
         """Queues `request`; returns its ticket. Bad requests raise ValueError and queue nothing."""
@@ -342,10 +249,10 @@ class Driver:
         table = None if self._stops is None else self._stops.table()
         self._state, result = self.engine.generate(self.params, self._state, stop_table=table,
                                                    steps=self.steps_per_call, allowed_SxW=allowed)
-        self._calls.append(_Call(result, dict(self._busy)))
+        self._calls.append(Call(result, dict(self._busy)))
         self.stats["decode_calls"] += 1
 
-    def _read(self, call: _Call, done: list[Finished]) -> None:
+    def _read(self, call: Call, done: list[Finished]) -> None:
         """Host bookkeeping of one finished call: tokens appended, ended samples finished."""
         r = call.result
         firsts, self._firsts = self._firsts, []
@@ -374,7 +281,7 @@ class Driver:
                 self._finish(slot, s, why, int(hit[slot]), done)
 
     @staticmethod
-    def _take_firsts(firsts: list[_Sample], values) -> None:
+    def _take_firsts(firsts: list[LiveSample], values) -> None:
         for s, (tok_N, lp_N) in zip(firsts, values):
             j = s.first[2]
             s.completion.tokens.append(int(tok_N[j]))
@@ -383,16 +290,9 @@ class Driver:
                 s.matcher.consume(int(tok_N[j]))
             s.first = None
 
-    def _finish(self, slot: int, s: _Sample, why: int, hit: int, done: list[Finished]) -> None:
+    def _finish(self, slot: int, s: LiveSample, why: int, hit: int, done: list[Finished]) -> None:
         c = s.completion
-        if why == STOPPED_ID:
-            c.finish_reason, c.stop = STOP, c.tokens[-1]
-        elif why == STOPPED_STRING:
-            c.finish_reason, c.stop = STOP, self._stops.strings[hit]
-        elif why == STOPPED_LENGTH:
-            c.finish_reason = LENGTH
-        else:
-            c.finish_reason = CACHE_FULL
+        finish(c, why, self._stops.strings if self._stops is not None else (), hit)
         if s.job.request.keep_context and c.finish_reason != CACHE_FULL:
             c.context = Context(prefix=self.engine.extract(self._state, slot),
                                 length=s.job.length0 + len(c.tokens), last_token=c.tokens[-1])
@@ -435,11 +335,11 @@ class Driver:
         self._state = state
         self.stats["admitted"] += sum(len(e[1]) for e in by_prefix.values())
 
-    def _prefill(self, jobs: list[_Job]) -> None:
+    def _prefill(self, jobs: list[Job]) -> None:
         """Prefills `jobs` (one batched call per length bucket; nothing is read back) and queues
         their samples for insertion."""
         engine, step = self.engine, self.engine.max_prefill_length
-        groups: dict[int, list[tuple[_Job, Prefix | None, int, np.ndarray]]] = {}
+        groups: dict[int, list[tuple[Job, Prefix | None, int, np.ndarray]]] = {}
         for job in jobs:
             ctx = job.request.context
             existing = None if ctx is None else ctx.prefix
@@ -463,7 +363,7 @@ class Driver:
             samples, allowed = [], []
             for job, *_ in group:
                 for i in range(job.request.num_samples):
-                    s = _Sample(job, i, Completion([], []))
+                    s = LiveSample(job, i, Completion([], []))
                     row = None
                     if job.request.constraint is not None:
                         s.matcher = job.request.constraint()

@@ -1,4 +1,5 @@
-"""Slot-based decode engine for Qwen3.5, following the JetStream `Engine` contract.
+"""Slot-based decode engine over any `DecodeModel` (model_api; the Qwen3.5 model is one), following
+the JetStream `Engine` contract.
 
     engine = Engine(model, max_concurrent_decodes=8, max_prefill_length=512, max_target_length=1024)
     params = engine.load_params()
@@ -25,134 +26,65 @@ key and the weights, never on the other slots or which slot serves it.
 
 Logprobs are those of `sampler.sample`: log_softmax of the raw fp32 logits at the chosen token.
 `generate`, `insert` and `bulk_insert` donate the decode state: do not reuse the state passed in.
-With a mesh, the decode state is sharded by the logical rules table (slots over data/fsdp, cache
-heads over tensor) and every jitted call keeps that layout, so the state never moves between steps.
+With a mesh, the decode state is sharded by the logical rules table (slots over data/fsdp, the cache
+as the model's `cache_axes` say) and every jitted call keeps that layout, so the state never moves
+between steps.
+
+The model is reached only through model_api.DecodeModel; the device programs are the pure functions
+of engine_fns (jitted here, one compiled variant per input shape); the arrays they exchange are the
+dataclasses of engine_types (Prefix, DecodeState, ResultTokens), re-exported here.
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-import flax.struct
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 from jax.sharding import Mesh
 
-from prover_jax.models.qwen3_5.model import Cache, Qwen3_5, cache_axes, init_cache
-from prover_jax.sampling.sampler import SamplingParams, sample
-from prover_jax.sampling.stops import StopSpec, StopTable
+from prover_jax.sampling.engine_fns import (decode_steps, extract_slot, init_state, insert_samples, prefill_rows,
+                                            select_sample, state_axes)
+from prover_jax.sampling.engine_types import (MAX_STOP_IDS, NO_LIMIT, RUNNING, STOPPED_CACHE_FULL,
+                                              STOPPED_ID, STOPPED_LENGTH, STOPPED_STRING, DecodeState, Prefix,
+                                              ResultTokens, bucket, raw_key)
+from prover_jax.sampling.model_api import DecodeModel, check_model
+from prover_jax.sampling.sampler import SamplingParams, mask_words
+from prover_jax.sampling.stops import STOP_STRINGS, StopSpec, StopTable
 from prover_jax.sharding import tree_shardings
 
-
-@flax.struct.dataclass
-class Prefix:
-    """R prefilled cache rows (prompt in the cache, first sampled token not yet) and N samples."""
-
-    cache: Cache  # R rows
-    row_N: jax.Array  # int32, cache row each sample continues
-    token_N: jax.Array  # int32, first sampled token
-    logprob_N: jax.Array  # fp32
-    rng_Nx2: jax.Array  # uint32 raw keys for the later steps
-    temperature_N: jax.Array
-    top_k_N: jax.Array
-    top_p_N: jax.Array
-
-    @property
-    def num_samples(self) -> int:
-        return self.token_N.shape[0]
-
-
-@flax.struct.dataclass
-class DecodeState:
-    """Per-slot decode state; every array has a leading slot axis of size max_concurrent_decodes."""
-
-    cache: Cache
-    tokens_S: jax.Array  # int32, last sampled token (fed at the next step)
-    rng_Sx2: jax.Array  # uint32 raw keys
-    temperature_S: jax.Array
-    top_k_S: jax.Array
-    top_p_S: jax.Array
-    active_S: jax.Array  # bool
-    # end conditions, checked on the device (see `StopSpec`; a finished slot stops and is frozen)
-    count_S: jax.Array  # int32, tokens sampled so far by the slot's request (the first one included)
-    max_new_S: jax.Array  # int32, its token budget
-    stop_ids_SxK: jax.Array  # int32, ids that end it (-1: none)
-    stop_on_SxP: jax.Array  # bool, which stop strings of the StopTable end it
-    stop_q_SxP: jax.Array  # int32, automaton state of each stop string
-    reason_S: jax.Array  # int32, RUNNING or why the slot stopped
-    hit_S: jax.Array  # int32, row of the stop string that ended it (-1: none)
-
-
-# reason_S codes
-RUNNING, STOPPED_ID, STOPPED_STRING, STOPPED_LENGTH, STOPPED_CACHE_FULL = 0, 1, 2, 3, 4
-MAX_STOP_IDS = 8  # stop ids per request (eos ids included)
-NO_LIMIT = np.iinfo(np.int32).max
-
-
-@flax.struct.dataclass
-class ResultTokens:
-    """Tokens produced by one prefill ([N]) or generate ([slots]) call, with their logprobs.
-    valid[i] is False for slots that produced nothing (inactive or cache full)."""
-
-    tokens: jax.Array  # int32
-    logprobs: jax.Array  # fp32
-    valid: jax.Array  # bool
-    reason: jax.Array | None = None  # int32 [slots]: reason_S after the call (generate only)
-    hit: jax.Array | None = None  # int32 [slots]: hit_S after the call
-
-    def get_result_at_slot(self, slot: int) -> tuple[int, float, bool]:
-        """(token, logprob, valid) of one slot as Python values (host transfer)."""
-        return int(self.tokens[slot]), float(self.logprobs[slot]), bool(self.valid[slot])
-
-
-def raw_key(rng) -> np.ndarray | jax.Array:
-    """A PRNG key as raw uint32[2] data (None -> key 0; an int -> PRNGKey(int))."""
-    if rng is None:
-        rng = 0
-    if isinstance(rng, (int, np.integer)):
-        seed = int(rng)
-        if 0 <= seed < 2 ** 32 and jax.config.jax_default_prng_impl == "threefry2x32":
-            # PRNGKey(seed)'s data, built on the host: no device op (which would wait for the queue)
-            return np.array([0, seed], np.uint32)
-        return jax.random.key_data(jax.random.key(seed))
-    if jnp.issubdtype(rng.dtype, jax.dtypes.prng_key):
-        return jax.random.key_data(rng)
-    return jnp.asarray(rng)
-
-
-def bucket(n: int, minimum: int = 1) -> int:
-    """Smallest power of two >= max(n, minimum): bounds the number of compiled shapes."""
-    size = max(1, minimum)
-    while size < n:
-        size *= 2
-    return size
+# engine_types' names stay importable from here
+__all__ = ["MAX_STOP_IDS", "NO_LIMIT", "RUNNING", "STOPPED_CACHE_FULL", "STOPPED_ID", "STOPPED_LENGTH",
+           "STOPPED_STRING", "DecodeState", "Engine", "Prefix", "ResultTokens", "bucket", "raw_key"]
 
 
 class Engine:
-    """JetStream-style engine over a Qwen3.5 model with `max_concurrent_decodes` dense cache slots.
+    """JetStream-style engine over a `DecodeModel` with `max_concurrent_decodes` dense cache slots.
 
     Args:
-        model: the model; its graph is fixed, its weights are what `load_params` returns and what
-            `prefill` / `generate` take as `params` (new weights of the same shapes and shardings are
-            passed in without recompiling).
+        model: an nnx.Module satisfying model_api.DecodeModel; its graph is fixed, its weights are
+            what `load_params` returns and what `prefill` / `generate` take as `params` (new weights of
+            the same shapes and shardings are passed in without recompiling).
         max_concurrent_decodes: number of slots.
         max_prefill_length: longest padded prompt piece `prefill` accepts.
         max_target_length: cache length per slot (prompt + generated tokens).
-        cache_dtype: dtype of KV / conv caches (default: the model's compute dtype).
+        cache_dtype: dtype of the model's cache (`init_cache`; default: the model's compute dtype).
         mesh: device mesh for the decode state (default: the model's mesh; None = one device).
     """
 
-    def __init__(self, model: Qwen3_5, *, max_concurrent_decodes: int, max_prefill_length: int,
+    def __init__(self, model: DecodeModel, *, max_concurrent_decodes: int, max_prefill_length: int,
                  max_target_length: int, cache_dtype=None, mesh: Mesh | None = None,
-                 max_stop_strings: int = 4):
+                 max_stop_strings: int = STOP_STRINGS):
         if max_prefill_length > max_target_length:
             raise ValueError(f"max_prefill_length {max_prefill_length} exceeds max_target_length "
                              f"{max_target_length}")
         if max_concurrent_decodes < 1:
             raise ValueError(f"max_concurrent_decodes must be >= 1, got {max_concurrent_decodes}")
-        self.config = model.config
+        check_model(model)
+        self._model = model  # its cache functions (no weights) run outside the merged copies
+        self.vocab_size = int(model.vocab_size)
         self._graphdef, self._params = nnx.split(model)
         self._slots = int(max_concurrent_decodes)
         self._max_prefill = int(max_prefill_length)
@@ -160,7 +92,7 @@ class Engine:
         self.cache_dtype = model.dtype if cache_dtype is None else cache_dtype
         self._mesh = model.mesh if mesh is None else mesh
         self.max_stop_strings = int(max_stop_strings)
-        V = self.config.vocab_size
+        V = self.vocab_size
         self.no_stops = StopTable(jnp.zeros((self.max_stop_strings, 1, V), jnp.int16),
                                   jnp.full((self.max_stop_strings,), NO_LIMIT, jnp.int32))
         state_sh = self._state_shardings()
@@ -168,12 +100,12 @@ class Engine:
         self._prefill = jax.jit(self._prefill_impl)
         self._generate = jax.jit(self._generate_impl, donate_argnums=(1,), static_argnums=(3,),
                                  out_shardings=None if state_sh is None else (state_sh, None))
-        self._insert = jax.jit(self._insert_impl, donate_argnums=(1,), out_shardings=state_sh)
-        self._extract = jax.jit(self._extract_impl)
+        self._insert = jax.jit(insert_samples, donate_argnums=(1,), out_shardings=state_sh)
+        self._extract = jax.jit(extract_slot)
         self._deactivate = jax.jit(lambda s, slot: s.replace(active_S=s.active_S.at[slot].set(False)),
                                    donate_argnums=(0,), out_shardings=state_sh)
-        self._empty_rows: dict[int, Cache] = {}
-        self.mask_words = (V + 31) // 32  # int32 words of a token bitmask (constrained decoding)
+        self._empty_rows: dict[int, Any] = {}
+        self.mask_words = mask_words(V)  # int32 words of a token bitmask (constrained decoding)
         self._all_allowed = jnp.full((self._slots, self.mask_words), -1, jnp.int32)
 
     # Properties of the JetStream contract.
@@ -207,27 +139,13 @@ class Engine:
     def _state_shardings(self):
         if self._mesh is None:
             return None
-        mesh = self._mesh
         abstract = jax.eval_shape(self._init_state_impl)
-        one, two = ("cache_batch",), ("cache_batch", None)
-        axes = DecodeState(cache=cache_axes(self.config, mesh.shape.get("tensor", 1)), tokens_S=one,
-                           rng_Sx2=two, temperature_S=one, top_k_S=one, top_p_S=one, active_S=one,
-                           count_S=one, max_new_S=one, stop_ids_SxK=two, stop_on_SxP=two, stop_q_SxP=two,
-                           reason_S=one, hit_S=one)
-        return tree_shardings(axes, abstract, mesh)
+        axes = state_axes(self._model, self._mesh.shape.get("tensor", 1))
+        return tree_shardings(axes, abstract, self._mesh)
 
     def _init_state_impl(self) -> DecodeState:
-        S = self._slots
-        return DecodeState(
-            cache=init_cache(self.config, S, self.max_target_length, self.cache_dtype),
-            tokens_S=jnp.zeros((S,), jnp.int32), rng_Sx2=jnp.zeros((S, 2), jnp.uint32),
-            temperature_S=jnp.zeros((S,), jnp.float32), top_k_S=jnp.zeros((S,), jnp.int32),
-            top_p_S=jnp.ones((S,), jnp.float32), active_S=jnp.zeros((S,), bool),
-            count_S=jnp.zeros((S,), jnp.int32), max_new_S=jnp.full((S,), NO_LIMIT, jnp.int32),
-            stop_ids_SxK=jnp.full((S, MAX_STOP_IDS), -1, jnp.int32),
-            stop_on_SxP=jnp.zeros((S, self.max_stop_strings), bool),
-            stop_q_SxP=jnp.zeros((S, self.max_stop_strings), jnp.int32),
-            reason_S=jnp.zeros((S,), jnp.int32), hit_S=jnp.full((S,), -1, jnp.int32))
+        return init_state(self._model, self._slots, self.max_target_length, self.cache_dtype,
+                          self.max_stop_strings)
 
     def init_decode_state(self, *args, **kwargs) -> DecodeState:
         """All slots empty and inactive (sharded over the mesh when there is one)."""
@@ -278,7 +196,7 @@ class Engine:
         """ValueError naming the offending ids unless `tokens` are integer ids inside the vocabulary."""
         if tokens.size and not np.issubdtype(tokens.dtype, np.integer):
             raise ValueError(f"{what} must hold integer token ids, got dtype {tokens.dtype}")
-        V = self.config.vocab_size
+        V = self.vocab_size
         bad = tokens[(tokens < 0) | (tokens >= V)]
         if bad.size:
             raise ValueError(f"{what}: token ids outside the vocabulary [0, {V}): "
@@ -316,14 +234,14 @@ class Engine:
             if num_samples[b] < 1:
                 raise ValueError(f"num_samples must be >= 1, got {num_samples[b]}")
             existing = existing_prefixes[b]
-            if existing is not None and existing.cache.pos.shape[0] != 1:
+            if existing is not None and self._model.cache_lengths(existing.cache).shape[0] != 1:
                 raise ValueError("existing_prefix must hold a single cache row")
             if existing is None:
                 start = 0
             elif existing_lengths is not None:
                 start = int(existing_lengths[b])
             else:
-                start = int(existing.cache.pos[0])
+                start = int(self._model.cache_lengths(existing.cache)[0])
             if start + n > self.max_target_length:
                 raise ValueError(f"prompt of {start + n} tokens exceeds max_target_length "
                                  f"{self.max_target_length}")
@@ -357,12 +275,12 @@ class Engine:
                              jnp.asarray(index_N), jnp.asarray(keys_Nx2), jnp.asarray(temp_N),
                              jnp.asarray(topk_N), jnp.asarray(topp_N), jnp.asarray(allowed_NxW))
 
-    def _empty(self, rows: int) -> Cache:
+    def _empty(self, rows: int):
         if rows not in self._empty_rows:
-            self._empty_rows[rows] = init_cache(self.config, rows, self.max_target_length, self.cache_dtype)
+            self._empty_rows[rows] = self._model.init_cache(rows, self.max_target_length, self.cache_dtype)
         return self._empty_rows[rows]
 
-    def _stack_rows(self, prefixes: Sequence[Prefix | None], R: int) -> Cache:
+    def _stack_rows(self, prefixes: Sequence[Prefix | None], R: int):
         """Cache of R rows: row b = prefixes[b]'s cache (or empty), padding rows empty."""
         if all(p is None for p in prefixes):
             return self._empty(R)
@@ -370,16 +288,9 @@ class Engine:
         rows += [self._empty(1)] * (R - len(rows))
         return jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=0), *rows)
 
-    def _prefill_impl(self, params, cache, tokens_RxT, n_R, row_N, index_N, keys_Nx2, temp_N, topk_N,
-                      topp_N, allowed_NxW):
-        model = nnx.merge(self._graphdef, params)
-        h_RxTxD, cache = model.hidden(tokens_RxT, cache=cache, valid_len_B=n_R)
-        last_RxD = jnp.take_along_axis(h_RxTxD, jnp.maximum(n_R - 1, 0)[:, None, None], axis=1)[:, 0]
-        logits_NxV = model.logits(last_RxD[row_N][:, None])[:, 0]  # logits of the last prompt token
-        keys = jax.vmap(lambda k, i: jax.random.split(jax.random.fold_in(k, i)))(keys_Nx2, index_N)
-        tok_N, lp_N = sample(logits_NxV, keys[:, 0], temp_N, topk_N, topp_N, allowed_NxW)
-        return Prefix(cache=cache, row_N=row_N, token_N=tok_N, logprob_N=lp_N, rng_Nx2=keys[:, 1],
-                      temperature_N=temp_N, top_k_N=topk_N, top_p_N=topp_N)
+    def _prefill_impl(self, params, cache, *args) -> Prefix:
+        """prefill_rows on the model with weights `params` (args: see there)."""
+        return prefill_rows(nnx.merge(self._graphdef, params), cache, *args)
 
     # Insert.
     def insert(self, prefix: Prefix, decode_state: DecodeState, slot: int) -> DecodeState:
@@ -428,42 +339,6 @@ class Engine:
         return self._insert(prefix, decode_state, jnp.asarray(slot_M), jnp.asarray(sample_M),
                             jnp.asarray(max_new_M), jnp.asarray(ids_MxK), jnp.asarray(on_MxP), table)
 
-    @staticmethod
-    def _ends(token_S, count_S, max_new_S, stop_ids_SxK, stop_on_SxP, q_SxP, table: StopTable):
-        """(reason_S, hit_S, q_SxP) after `token_S` was sampled as the count_S-th token: stop ids
-        first, then stop strings (automaton step), then the token budget."""
-        P = q_SxP.shape[1]
-        q_SxP = table.next_PxQxV[jnp.arange(P)[None, :], q_SxP, token_S[:, None]].astype(jnp.int32)
-        matched_SxP = stop_on_SxP & (q_SxP >= table.length_P[None, :])
-        by_id = jnp.any(token_S[:, None] == stop_ids_SxK, axis=1)
-        by_string = jnp.any(matched_SxP, axis=1)
-        reason = jnp.where(by_id, STOPPED_ID, jnp.where(by_string, STOPPED_STRING, jnp.where(
-            count_S >= max_new_S, STOPPED_LENGTH, RUNNING)))
-        hit = jnp.where(by_string & ~by_id, jnp.argmax(matched_SxP, axis=1), -1)
-        return reason.astype(jnp.int32), hit.astype(jnp.int32), q_SxP
-
-    @staticmethod
-    def _insert_impl(prefix: Prefix, state: DecodeState, slot_M, sample_M, max_new_M, ids_MxK, on_MxP,
-                     table: StopTable):
-        row_M = prefix.row_N[sample_M]
-        put = lambda dst, src: dst.at[slot_M].set(src.astype(dst.dtype), mode="drop")
-        cache = jax.tree.map(lambda d, p: put(d, p[row_M]), state.cache, prefix.cache)
-        token_M = prefix.token_N[sample_M]
-        count_M = jnp.ones(slot_M.shape, jnp.int32)
-        q0 = jnp.zeros(on_MxP.shape, jnp.int32)
-        reason_M, hit_M, q_M = Engine._ends(token_M, count_M, max_new_M, ids_MxK, on_MxP, q0, table)
-        return DecodeState(
-            cache=cache, tokens_S=put(state.tokens_S, token_M),
-            rng_Sx2=put(state.rng_Sx2, prefix.rng_Nx2[sample_M]),
-            temperature_S=put(state.temperature_S, prefix.temperature_N[sample_M]),
-            top_k_S=put(state.top_k_S, prefix.top_k_N[sample_M]),
-            top_p_S=put(state.top_p_S, prefix.top_p_N[sample_M]),
-            active_S=put(state.active_S, reason_M == RUNNING),
-            count_S=put(state.count_S, count_M), max_new_S=put(state.max_new_S, max_new_M),
-            stop_ids_SxK=put(state.stop_ids_SxK, ids_MxK), stop_on_SxP=put(state.stop_on_SxP, on_MxP),
-            stop_q_SxP=put(state.stop_q_SxP, q_M), reason_S=put(state.reason_S, reason_M),
-            hit_S=put(state.hit_S, hit_M))
-
     def extract(self, decode_state: DecodeState, slot: int) -> Prefix:
         """The live sequence of `slot` as a Prefix (R = N = 1): its cache and its last sampled token
         (not in the cache yet), to be extended later with `prefill(existing_prefix=...)`."""
@@ -474,25 +349,7 @@ class Engine:
         """Sample `sample` of `prefix` alone, with its cache row (R = N = 1)."""
         if not 0 <= sample < prefix.num_samples:
             raise ValueError(f"sample {sample} outside [0, {prefix.num_samples})")
-        return self._select(prefix, jnp.int32(sample))
-
-    @staticmethod
-    @jax.jit
-    def _select(prefix: Prefix, j):
-        row = prefix.row_N[j]
-        one = lambda a: a[j][None]
-        return Prefix(cache=jax.tree.map(lambda a: a[row][None], prefix.cache), row_N=jnp.zeros((1,), jnp.int32),
-                      token_N=one(prefix.token_N), logprob_N=one(prefix.logprob_N), rng_Nx2=one(prefix.rng_Nx2),
-                      temperature_N=one(prefix.temperature_N), top_k_N=one(prefix.top_k_N),
-                      top_p_N=one(prefix.top_p_N))
-
-    @staticmethod
-    def _extract_impl(state: DecodeState, slot):
-        one = lambda a: a[slot][None]
-        return Prefix(cache=jax.tree.map(one, state.cache), row_N=jnp.zeros((1,), jnp.int32),
-                      token_N=one(state.tokens_S), logprob_N=jnp.zeros((1,), jnp.float32),
-                      rng_Nx2=one(state.rng_Sx2), temperature_N=one(state.temperature_S),
-                      top_k_N=one(state.top_k_S), top_p_N=one(state.top_p_S))
+        return select_sample(prefix, jnp.int32(sample))
 
     # Generate.
     def generate(self, params, decode_state: DecodeState, stop_table: StopTable | None = None,
@@ -513,31 +370,8 @@ class Engine:
         return state, result
 
     def _generate_impl(self, params, state: DecodeState, table: StopTable, steps: int, allowed_SxW):
-        model = nnx.merge(self._graphdef, params)
-
-        def one(state: DecodeState, _):
-            full_S = state.active_S & (state.cache.pos >= self.max_target_length)
-            step_S = state.active_S & ~full_S
-            logits_Sx1xV, cache = model(state.tokens_S[:, None], cache=state.cache,
-                                        valid_len_B=step_S.astype(jnp.int32))
-            keys_Sx2x2 = jax.vmap(jax.random.split)(state.rng_Sx2)
-            tokens_S, logprobs_S = sample(logits_Sx1xV[:, 0], keys_Sx2x2[:, 0], state.temperature_S,
-                                          state.top_k_S, state.top_p_S, allowed_SxW)
-            tokens_S = jnp.where(step_S, tokens_S, state.tokens_S)
-            count_S = state.count_S + step_S
-            reason_S, hit_S, q_SxP = self._ends(tokens_S, count_S, state.max_new_S, state.stop_ids_SxK,
-                                                state.stop_on_SxP, state.stop_q_SxP, table)
-            reason_S = jnp.where(full_S, STOPPED_CACHE_FULL, jnp.where(step_S, reason_S, state.reason_S))
-            new = state.replace(
-                cache=cache, tokens_S=tokens_S, count_S=count_S,
-                rng_Sx2=jnp.where(step_S[:, None], keys_Sx2x2[:, 1], state.rng_Sx2),
-                stop_q_SxP=jnp.where(step_S[:, None], q_SxP, state.stop_q_SxP),
-                hit_S=jnp.where(step_S, hit_S, state.hit_S), reason_S=reason_S,
-                active_S=state.active_S & (reason_S == RUNNING))
-            return new, (tokens_S, logprobs_S, step_S)
-
-        state, (tokens, logprobs, valid) = jax.lax.scan(one, state, None, length=steps)
-        return state, ResultTokens(tokens, logprobs, valid, state.reason_S, state.hit_S)
+        return decode_steps(nnx.merge(self._graphdef, params), state, table, steps, allowed_SxW,
+                            self.max_target_length)
 
     def compiled_shapes(self) -> dict[str, int]:
         """Number of compiled variants per entry point (a weight swap must not add any)."""

@@ -21,6 +21,8 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
+MASK_BITS = 32  # tokens per int32 word of a token bitmask (constrained decoding)
+
 
 @dataclasses.dataclass(frozen=True)
 class SamplingParams:
@@ -72,9 +74,14 @@ def kept_mask(logits_BxV, top_k_B, top_p_B):
     return logits_BxV >= threshold
 
 
+def mask_words(vocab_size: int) -> int:
+    """int32 words of a token bitmask over `vocab_size` tokens."""
+    return (vocab_size + MASK_BITS - 1) // MASK_BITS
+
+
 def unpack_bitmask(mask_BxW, vocab_size: int):
-    """bool [B, V] from an int32 bitmask [B, ceil(V / 32)] (bit i of word w: token 32 w + i)."""
-    bits = (mask_BxW[:, :, None] >> jnp.arange(32, dtype=jnp.int32)[None, None, :]) & 1
+    """bool [B, V] from an int32 bitmask [B, mask_words(V)] (bit i of word w: token MASK_BITS w + i)."""
+    bits = (mask_BxW[:, :, None] >> jnp.arange(MASK_BITS, dtype=jnp.int32)[None, None, :]) & 1
     return bits.reshape(mask_BxW.shape[0], -1)[:, :vocab_size].astype(bool)
 
 

@@ -27,6 +27,7 @@ import jax
 import numpy as np
 
 MAX_STOP_BYTES = 1024  # a stop string longer than this (UTF-8 bytes) is refused
+STOP_STRINGS = 4  # default capacity: distinct stop strings tracked (the decode state's width)
 
 
 def _byte_decoder() -> dict[str, int]:
@@ -117,7 +118,7 @@ class StopTable:
 class StopStrings:
     """Registry of stop strings over one vocabulary; `capacity` rows (the decode state's width)."""
 
-    def __init__(self, tokens: Sequence[bytes], capacity: int = 4):
+    def __init__(self, tokens: Sequence[bytes], capacity: int = STOP_STRINGS):
         self.tokens = list(tokens)
         self.capacity = int(capacity)
         self.strings: list[str] = []

@@ -2,7 +2,7 @@
 
     prover-serve --model=CKPT [--host=127.0.0.1 --port=8000 --max_concurrent_decodes=8
                  --max_target_length=4096 --max_prefill_length=512 --max_pending=64
-                 --max_string_chars=200]
+                 --max_string_chars=200 --tensor=1]
 
 CKPT is an HF folder (config.json, *.safetensors, tokenizer files with a chat template) or a prover
 (orbax) checkpoint folder with tokenizer files. Clients use any OpenAI SDK with
@@ -42,6 +42,8 @@ def parser() -> argparse.ArgumentParser:
                    help="maxLength of strings a tool / json_schema leaves unbounded in constrained output (0: none)")
     p.add_argument("--steps_per_call", type=int, default=1, help="decode steps per jitted call")
     p.add_argument("--dtype", choices=["float32", "bfloat16"], default="bfloat16")
+    p.add_argument("--tensor", type=int, default=1, help="tensor-parallel degree over this host's devices "
+                   "(the rest split the slots; 0: all devices tensor parallel)")
     p.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=False,
                    help="compile every prefill / insert / decode shape before serving")
     p.add_argument("--log_level", default="warning")
@@ -52,8 +54,10 @@ def build_service(model: str, *, served_model_name: str | None = None, max_concu
                   max_target_length: int = 4096, max_prefill_length: int = 512, max_pending: int = 64,
                   default_max_tokens: int = 1024, max_stop_strings: int = 8, max_n: int = 16,
                   steps_per_call: int = 1, dtype: str = "bfloat16", warmup: bool = False,
-                  max_string_chars: int = 200):
-    """(ChatService with a started EngineWorker). ValueError / OSError for a bad model or settings."""
+                  max_string_chars: int = 200, mesh=None):
+    """(ChatService with a started EngineWorker). ValueError / OSError for a bad model or settings.
+    `mesh`: the engine's (data, fsdp=1, tensor) mesh (weights split over tensor, slots over data);
+    None: one device."""
     import jax.numpy as jnp
     from transformers import AutoTokenizer
 
@@ -80,10 +84,10 @@ def build_service(model: str, *, served_model_name: str | None = None, max_concu
     eos = set(eos_ids(model, cfg))
     if tokenizer.eos_token_id is not None:
         eos.add(int(tokenizer.eos_token_id))
-    net = load_model(model, jnp.dtype(dtype))
+    net = load_model(model, jnp.dtype(dtype), mesh=mesh)
     engine = Engine(net, max_concurrent_decodes=max_concurrent_decodes,
                     max_prefill_length=min(max_prefill_length, max_target_length),
-                    max_target_length=max_target_length, max_stop_strings=max_stop_strings)
+                    max_target_length=max_target_length, max_stop_strings=max_stop_strings, mesh=mesh)
     driver = Driver(engine, eos_ids=sorted(eos), tokenizer=tokenizer, steps_per_call=steps_per_call)
     if warmup:
         driver.warmup()
@@ -141,12 +145,15 @@ def free_port(host: str = "127.0.0.1") -> int:
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     try:
+        from prover_jax.serving.beside import local_mesh
+
         service = build_service(
             args.model, served_model_name=args.served_model_name, max_concurrent_decodes=args.max_concurrent_decodes,
             max_target_length=args.max_target_length, max_prefill_length=args.max_prefill_length,
             max_pending=args.max_pending, default_max_tokens=args.default_max_tokens,
             max_stop_strings=args.max_stop_strings, max_n=args.max_n, steps_per_call=args.steps_per_call,
-            dtype=args.dtype, warmup=args.warmup, max_string_chars=args.max_string_chars)
+            dtype=args.dtype, warmup=args.warmup, max_string_chars=args.max_string_chars,
+            mesh=local_mesh(args.tensor))
     except (OSError, ValueError) as e:
         print(f"prover-serve: error: {e}", file=sys.stderr)
         return 1

@@ -1,14 +1,17 @@
 """`prover-train`: SFT warm start + GRPO / ProVer RL from a config file; resumable.
 
     prover-train --config=configs/demo.py --workdir=/tmp/run [--config.train.steps=20]
-                 [--export_hf=DIR] [--eval_only]
+                 [--export_hf=DIR] [--eval_only] [--noprogress] [--third_party_logs]
     # one process per host of a pod (TPU pods need none of the three flags: auto-detected)
     prover-train --config=C --workdir=gs://bucket/run --coordinator_address=HOST0:8476
                  --num_processes=2 --process_id=I
 
 Re-running the same command after an interruption resumes from the last checkpoint in
-WORKDIR/checkpoints. Writes WORKDIR/metrics.jsonl (one line per optimizer step), WORKDIR/summary.json
-and WORKDIR/progress.png.
+WORKDIR/checkpoints. Writes WORKDIR/metrics.jsonl (one line per optimizer step, one per evaluation),
+the same scalars as TensorBoard event files in WORKDIR/tensorboard/ (train.tensorboard),
+WORKDIR/summary.json and WORKDIR/progress.png; prints a progress bar with the live figures, then the
+summary as JSON and a short block of the figures that matter. Third-party INFO logging (orbax, jax,
+absl, ...) is off: --third_party_logs brings it back (prover_jax/training/logs.py).
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import json
 
 from absl import app, flags
 from ml_collections import config_flags
+
+from prover_jax.training.logs import quiet_third_party
 
 FLAGS = flags.FLAGS
 config_flags.DEFINE_config_file("config", None, "Trainer config file (see configs/).", lock_config=True)
@@ -37,13 +42,16 @@ def main(argv):
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     if FLAGS.config is None or FLAGS.workdir is None:
         raise app.UsageError("--config and --workdir are required")
+    quiet_third_party(FLAGS.third_party_logs)
     from prover_jax import distributed
-    from prover_jax.training.run import train
+    from prover_jax.training.run import summary_block, train
 
     distributed.initialize(FLAGS.coordinator_address, FLAGS.num_processes, FLAGS.process_id,
                            heartbeat_timeout_s=FLAGS.distributed_timeout_s)
     summary = train(FLAGS.config, FLAGS.workdir, FLAGS.export_hf, FLAGS.eval_only, FLAGS.progress)
     print(json.dumps(summary, indent=1))
+    if "success_after_rl" in summary and distributed.is_primary():
+        print(summary_block(summary))
 
 
 def run(argv=None):

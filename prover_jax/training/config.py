@@ -38,7 +38,7 @@ def default_config() -> ml_collections.ConfigDict:
     # Policy model.
     c.model = ml_collections.ConfigDict()
     c.model.init = "random"  # random (c.model.size) | hf (HF folder c.model.path) | checkpoint (prover orbax)
-    c.model.path = ""
+    c.model.path = ""  # HF folder (init=hf) or prover checkpoint folder (init=checkpoint); also its tokenizer
     c.model.size = "demo"  # key of models.qwen3_5.CONFIGS for init=random
     c.model.param_dtype = "float32"  # storage dtype of the trained weights
     c.model.dtype = "float32"  # compute dtype (bfloat16 on TPU)
@@ -56,17 +56,17 @@ def default_config() -> ml_collections.ConfigDict:
 
     # Device mesh (data, fsdp, tensor); -1 takes the remaining devices.
     c.mesh = ml_collections.ConfigDict()
-    c.mesh.data = 1
-    c.mesh.fsdp = -1
-    c.mesh.tensor = 1
+    c.mesh.data = 1  # data-parallel axis: replicas of the weights, batch split over them
+    c.mesh.fsdp = -1  # fully sharded axis: weights, optimizer state and batch split over it
+    c.mesh.tensor = 1  # tensor-parallel axis: each layer's matmuls split over it
 
     # Rollouts (sampling engine + multi-turn loop).
     c.rollout = ml_collections.ConfigDict()
     c.rollout.groups_per_step = 4  # tasks per optimizer step
     c.rollout.group_size = 8  # G rollouts per task
-    c.rollout.temperature = 1.0
-    c.rollout.top_p = 1.0
-    c.rollout.top_k = 0
+    c.rollout.temperature = 1.0  # policy sampling temperature (0 = greedy)
+    c.rollout.top_p = 1.0  # nucleus sampling mass; 1.0 = off
+    c.rollout.top_k = 0  # sample among the k likeliest tokens; 0 = off
     c.rollout.max_action_tokens = 48  # token budget of one response
     c.rollout.max_turns = 0  # 0: the family's own turn limit
     c.rollout.system_prompt = ""  # "": the family's own system prompt; else this text replaces it
@@ -74,29 +74,30 @@ def default_config() -> ml_collections.ConfigDict:
     c.rollout.off_policy_steps = 0  # 1: the next step's batch plays with the old weights during the update
     c.rollout.warmup = False  # compile every prefill / insert / decode shape of the sampler at start
     c.rollout.decode_steps_per_call = 1  # decode steps per jitted call (end conditions checked on device)
-    c.rollout.max_prefill_length = 1024
+    c.rollout.max_prefill_length = 1024  # longest prompt piece the engine prefills at once (tokens)
     c.rollout.max_target_length = 4096  # longest episode (tokens); longer ones end as context_limit
 
     # Loss (GRPO with per-token advantages).
     c.loss = ml_collections.ConfigDict()
     c.loss.eps_low = 0.2  # ratio clip: [1 - eps_low, 1 + eps_high]
-    c.loss.eps_high = 0.2
+    c.loss.eps_high = 0.2  # upper ratio clip (clip-higher when > eps_low)
     c.loss.dual_clip = 0.0  # c > 1 enables the dual clip for A < 0 (3.0 in the literature); 0 = off
     c.loss.kl_coef = 0.0  # k3 KL to the frozen initial policy; 0 = no reference model
-    c.loss.entropy_coef = 0.0
+    c.loss.entropy_coef = 0.0  # entropy bonus: loss -= entropy_coef * aggregated token entropy; 0 = off
     c.loss.entropy_metric = True  # log the policy entropy (a pass over [tokens, vocab]; always on when entropy_coef != 0)
     c.loss.tis_cap = 0.0  # > 0 with off_policy_steps = 1: truncated importance weight min(pi_old / pi_behaviour, cap)
     c.loss.aggregation = "token-mean"  # token-mean | seq-mean-token-mean | seq-mean-token-sum-norm
+    c.loss.horizon = ml_collections.config_dict.placeholder(int)  # T of seq-mean-token-sum-norm (None: batch length)
 
     # Optimizer (optax).
     c.optim = ml_collections.ConfigDict()
     c.optim.name = "adamw"  # adamw | adam | sgd
-    c.optim.learning_rate = 1e-5
-    c.optim.b1 = 0.9
-    c.optim.b2 = 0.999
-    c.optim.weight_decay = 0.0
+    c.optim.learning_rate = 1e-5  # peak learning rate (after warmup_steps)
+    c.optim.b1 = 0.9  # Adam first-moment decay (adamw | adam)
+    c.optim.b2 = 0.999  # Adam second-moment decay (adamw | adam)
+    c.optim.weight_decay = 0.0  # adamw's decoupled weight decay (not on norms and biases)
     c.optim.grad_clip = 1.0  # global-norm clip; 0 = off
-    c.optim.warmup_steps = 0
+    c.optim.warmup_steps = 0  # linear learning-rate warmup over this many updates; 0 = none
 
     # Training loop.
     c.train = ml_collections.ConfigDict()
@@ -106,19 +107,20 @@ def default_config() -> ml_collections.ConfigDict:
     c.train.logprob_chunk = 0  # >0: log-probs computed in chunks of this many positions (large vocab)
     c.train.precompile = False  # compile the update for every batch-length bucket before the 1st step
     c.train.remat = "none"  # activations recomputed in the backward pass, per layer block: none | full | dots
-    c.train.checkpoint_every = 10
-    c.train.keep_checkpoints = 2
+    c.train.checkpoint_every = 10  # orbax checkpoint every this many steps (and after the last)
+    c.train.keep_checkpoints = 2  # newest checkpoints kept in WORKDIR/checkpoints
     c.train.on_corrupt_checkpoint = "error"  # newest checkpoint unreadable: error | previous (warn, resume older)
     c.train.eval_every = 0  # 0: evaluate only before and after training
     # greedy episodes per evaluation, one per distinct eval task (fewer when the eval split is smaller):
     # 200 puts the standard error at <= 3.5 points (p = 0.5), 32 would leave it at 8.8
     c.train.eval_episodes = 200
+    c.train.tensorboard = True  # metrics.jsonl's numeric scalars also as TensorBoard files in WORKDIR/tensorboard/
 
     # Supervised warm start on expert demonstrations (before RL; skipped when steps = 0).
     c.sft = ml_collections.ConfigDict()
-    c.sft.steps = 0
+    c.sft.steps = 0  # SFT optimizer steps; 0 = no warm start
     c.sft.episodes = 256  # expert episodes (seeds train_seed_start ...)
-    c.sft.batch_size = 16
+    c.sft.batch_size = 16  # demonstrations per SFT step
     c.sft.learning_rate = 1e-3  # peak Adam learning rate
     c.sft.warmup_steps = 20  # linear warmup, then cosine decay
     c.sft.final_lr_frac = 0.05  # learning rate at the last step, as a fraction of the peak
@@ -131,9 +133,9 @@ def default_config() -> ml_collections.ConfigDict:
     c.credit.prover = ml_collections.ConfigDict()
     c.credit.prover.k = 8  # continuations per boundary
     c.credit.prover.lam = 1.0  # credit = lam * max(delta, 0) on the segment's policy tokens
-    c.credit.prover.max_segment_turns = 4
+    c.credit.prover.max_segment_turns = 4  # longest segment (turns) a judge may propose
     c.credit.prover.band_low = 0.0  # eligible groups: band_low < success rate < band_high
-    c.credit.prover.band_high = 0.5
+    c.credit.prover.band_high = 0.5  # upper end of the band (see band_low)
     c.credit.prover.variant = "positive"  # positive (paper) | signed | threshold
     c.credit.prover.threshold = 0.0  # for variant=threshold: credit only when delta > threshold
     # budget_grpo: eligible groups (the prover band) get fresh episodes of their task, trained on, until
@@ -179,22 +181,37 @@ def default_config() -> ml_collections.ConfigDict:
     # Judge that proposes the pivotal segment.
     c.judge = ml_collections.ConfigDict()
     c.judge.name = "contrastive"  # openai | random | contrastive
-    c.judge.max_repairs = 3
+    c.judge.max_repairs = 3  # invalid replies the judge is told about and asked again; then dropped
     c.judge.timeout_s = 300.0  # a group's proposal is dropped (reason: timeout) this long after its group ended
     c.judge.max_concurrency = 16  # groups judged at once (worker threads)
+    c.judge.contrastive = ml_collections.ConfigDict()  # the contrastive judge (judges/contrastive.py)
+    c.judge.contrastive.ignore_fields = ("turn", "note")  # snapshot fields left out of state equality
     c.judge.openai = ml_collections.ConfigDict()
     c.judge.openai.base_url = ""  # any OpenAI-compatible endpoint (empty: the client's default)
-    c.judge.openai.model = "gpt-4.1-mini"
-    c.judge.openai.api_key_env = "OPENAI_API_KEY"
-    c.judge.openai.timeout_s = 60.0
-    c.judge.openai.max_retries = 4
+    c.judge.openai.model = "gpt-4.1-mini"  # the judge model
+    c.judge.openai.api_key_env = "OPENAI_API_KEY"  # env variable with the key (not needed when self-hosted)
+    c.judge.openai.timeout_s = 60.0  # per request
+    c.judge.openai.max_retries = 4  # retries of 429 / 5xx / connection errors, exponential backoff
     c.judge.openai.max_calls_per_step = 64  # budget; over it, proposals are dropped (reason: budget)
-    c.judge.openai.usd_per_m_input = 0.4
-    c.judge.openai.usd_per_m_output = 1.6
+    c.judge.openai.usd_per_m_input = 0.4  # price per million prompt tokens (judge/cost_usd)
+    c.judge.openai.usd_per_m_output = 1.6  # price per million completion tokens
     c.judge.openai.cache = True  # responses cached by content hash in WORKDIR/judge_cache
     c.judge.openai.max_tool_rounds = 8  # model calls per proposal before giving up (plus repairs)
     c.judge.openai.tool_choice = "auto"  # auto: not constrained | required: every reply calls a tool (any offered one)
     c.judge.openai.backoff_base_s = 1.0  # retry wait = base * 2^attempt (capped), Retry-After honoured
-    c.judge.openai.backoff_max_s = 30.0
+    c.judge.openai.backoff_max_s = 30.0  # cap of one retry wait
     c.judge.openai.preview_chars = 2500  # characters per failed-run preview shown to the judge
+    # the judge served beside training (prover_jax.serving.beside): every process serves its own judge
+    # calls on its own devices, and the openai judge is pointed at it (judge.name must be openai)
+    c.judge.serve = ml_collections.ConfigDict()
+    c.judge.serve.model = ""  # judge checkpoint folder (HF or prover, with tokenizer + chat template); '' = none
+    c.judge.serve.size = ""  # judge architecture for prover-aot when serve.model is not readable (e.g. 9B)
+    c.judge.serve.tensor = 0  # tensor-parallel degree over the host's devices (0: all of them)
+    c.judge.serve.max_concurrent_decodes = 16  # judge engine slots per host
+    c.judge.serve.max_target_length = 16384  # prompt + reply tokens of one judge call (tool rounds included)
+    c.judge.serve.max_prefill_length = 2048  # longest prompt piece prefilled at once
+    c.judge.serve.max_string_chars = 200  # free-text strings of constrained tool calls end after this
+    c.judge.serve.dtype = "bfloat16"  # judge weights and compute
+    c.judge.serve.host = "127.0.0.1"  # bind address (0.0.0.0 lets other hosts call this one)
+    c.judge.serve.port = 0  # 0: a free port
     return c

@@ -8,9 +8,21 @@ invalid actions over turns, segment length and delta over valid proposals); wall
 `compiles` take the slowest / most compiling process; everything else (the global update's loss, gradient norm, ...) is the same on
 every process and is taken from process 0 (so are a credit method's own rates not listed here).
 With one process the row comes back unchanged.
+
+    tb = TensorBoardLog(root / "tensorboard", kept_rows)   # process 0 only
+    tb.write(row)                                           # every numeric scalar of the row at row["step"]
+
+TensorBoardLog mirrors metrics.jsonl (train.tensorboard): opening it (a new run or a resume, after the
+trainer dropped the rows of steps past the checkpoint) deletes the folder's event files and writes the
+rows kept in metrics.jsonl again into one new file, so a resumed run shows each step once.
 """
 
 from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
 
 SUMMED = {"episodes", "trained_episodes", "turns_total", "policy_tokens", "credit/extra_policy_tokens",
           "prover/eligible_groups", "prover/proposals", "prover/valid_proposals", "prover/accepted",
@@ -71,3 +83,51 @@ class CompileCounter:
         now = type(self)._count
         n, self._seen = now - self._seen, now
         return n
+
+
+class TensorBoardLog:
+    """Event files (tensorboardX, written synchronously) with the numeric scalars of metrics rows; a
+    remote folder (gs://) gets a copy of the local file after every row."""
+
+    def __init__(self, folder, rows=()):
+        from tensorboardX.event_file_writer import EventsWriter
+        from prover_jax.training.workdir import is_local
+
+        self.folder = folder
+        if folder.exists():
+            for old in folder.glob("events.out.tfevents.*"):
+                old.unlink()
+        folder.mkdir(parents=True, exist_ok=True)
+        self.remote = not is_local(folder)
+        self.local = tempfile.mkdtemp(prefix="prover-tensorboard-") if self.remote else os.fspath(folder)
+        self.writer = EventsWriter(os.path.join(self.local, "events"))
+        for row in rows:
+            self._add(row)
+        self._flush()
+
+    def write(self, row: dict) -> None:
+        self._add(row)
+        self._flush()
+
+    def _add(self, row: dict) -> None:
+        from tensorboardX.proto.event_pb2 import Event
+        from tensorboardX.proto.summary_pb2 import Summary
+
+        values = [Summary.Value(tag=k, simple_value=float(v)) for k, v in row.items()
+                  if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if values:
+            self.writer.write_event(Event(wall_time=time.time(), step=int(row.get("step", 0)),
+                                          summary=Summary(value=values)))
+
+    def _flush(self) -> None:
+        from prover_jax.training.workdir import copy_file
+
+        self.writer.flush()
+        if self.remote:  # the temporary folder holds this one file
+            for name in os.listdir(self.local):
+                copy_file(os.path.join(self.local, name), self.folder / name)
+
+    def close(self) -> None:
+        self.writer.close()
+        if self.remote:
+            shutil.rmtree(self.local, ignore_errors=True)

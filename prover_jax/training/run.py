@@ -9,6 +9,12 @@ steps and after the last step; each appends a row {"step": the step it followed,
 "eval/success_se", "eval/score", "eval/score_se", "eval/episodes"} to metrics.jsonl (training rows are
 the ones with "success_rate"). The summary keeps success_before_rl / success_after_rl (floats) and the
 whole rows as eval_before_rl / eval_after_rl.
+
+Process 0 also writes every row's numeric scalars to WORKDIR/tensorboard/ (train.tensorboard;
+metrics.TensorBoardLog: rewritten from metrics.jsonl's kept rows at each start, so a resumed run shows
+each step once) and shows a progress bar (train success, latest eval success ± SE, acceptance when
+the credit method reports one, seconds per step); `summary_block(summary)` is the short text of the
+figures that matter, printed by prover-train at the end.
 """
 
 from __future__ import annotations
@@ -18,7 +24,6 @@ import os
 import sys
 import tempfile
 import time
-
 
 
 def train(config, workdir: str, export_hf: str | None = None, eval_only: bool = False,
@@ -39,13 +44,28 @@ def train(config, workdir: str, export_hf: str | None = None, eval_only: bool = 
         if primary:
             summary_path.write_text(json.dumps(summary, indent=1))
 
+    rows = [json.loads(x) for x in read_lines(trainer.metrics_path)] if primary else []
+    latest = {"train": None, "eval": next((r for r in reversed(rows) if "eval/success" in r), None)}
+    tb = bar = None
+
+    def log(row: dict) -> None:
+        trainer.log(row)
+        if tb is not None:
+            tb.write(row)
+        latest["eval" if "eval/success" in row else "train"] = row
+        if bar is not None:
+            bar.set_postfix(_live(latest["train"], latest["eval"]))
+
     def evaluate() -> dict:
         """Evaluates on the held-out tasks and logs the row {"step": current step, "eval/...": ...}."""
         result = trainer.evaluate()
-        trainer.log({"step": trainer.step, **result})
+        log({"step": trainer.step, **result})
         return result
 
     try:
+        if primary and not eval_only and config.train.tensorboard:
+            from prover_jax.training.metrics import TensorBoardLog
+            tb = TensorBoardLog(trainer.root / "tensorboard", rows)
         if eval_only:
             summary["eval_only"] = trainer.evaluate()
             summary["eval_only_success"] = summary["eval_only"]["eval/success"]
@@ -59,19 +79,14 @@ def train(config, workdir: str, export_hf: str | None = None, eval_only: bool = 
             summary["success_before_rl"] = summary["eval_before_rl"]["eval/success"]
             save_summary()
         steps = config.train.steps
-        bar = None
         if progress and primary:
             from tqdm import tqdm
             bar = tqdm(total=steps, initial=trainer.step, desc="RL", dynamic_ncols=True, file=sys.stdout)
         while trainer.step < steps:
             row = trainer.rl_step()
-            trainer.log(row)
             if bar is not None:
                 bar.update(1)
-                live = dict(success=f"{row['success_rate']:.2f}", loss=f"{row.get('loss', 0):.3f}")
-                if "prover/valid_proposals" in row:
-                    live["accepted"] = f"{row['prover/accepted']:.0f}/{row['prover/valid_proposals']:.0f}"
-                bar.set_postfix(**live)
+            log(row)
             every = config.train.eval_every
             if every and trainer.step % every == 0 and trainer.step < steps:
                 evaluate()
@@ -79,6 +94,7 @@ def train(config, workdir: str, export_hf: str | None = None, eval_only: bool = 
                 trainer.save()
         if bar is not None:
             bar.close()
+            bar = None
         summary["eval_after_rl"] = evaluate()
         summary["success_after_rl"] = summary["eval_after_rl"]["eval/success"]
         if primary:
@@ -92,7 +108,41 @@ def train(config, workdir: str, export_hf: str | None = None, eval_only: bool = 
         save_summary()
         return summary
     finally:
+        if tb is not None:
+            tb.close()
         trainer.close()
+
+
+def _live(row: dict | None, last_eval: dict | None) -> dict:
+    """The progress bar's figures: the step's train success, the latest evaluation (mean ± SE), the
+    acceptance rate (accepted / valid proposals) when the credit method reports one, seconds per step."""
+    live = {}
+    if row is not None:
+        live["train"] = f"{row['success_rate']:.2f}"
+    if last_eval is not None:
+        live["eval"] = f"{last_eval['eval/success']:.2f}±{last_eval.get('eval/success_se', 0):.2f}"
+    if row is not None and "prover/acceptance_rate" in row:
+        live["accept"] = (f"{row['prover/acceptance_rate']:.2f} ({row['prover/accepted']:.0f}/"
+                          f"{row['prover/valid_proposals']:.0f})" if row.get("prover/valid_proposals") else "-")
+    if row is not None and "time/step_s" in row:
+        live["s/step"] = f"{row['time/step_s']:.1f}"
+    return live
+
+
+def summary_block(s: dict) -> str:
+    """A few lines for the end of a run: evaluations (± SE), steps, where the wall time went."""
+    pm = lambda e: f"{e.get('eval/success', 0):.1%} ± {e.get('eval/success_se', 0):.1%}"
+    after, t = s.get("eval_after_rl", {}), s.get("time_s", {})
+    lines = [f"eval success (greedy, {after.get('eval/episodes', 0):.0f} held-out tasks): {pm(after)} after RL"
+             + (f", {pm(s['eval_before_rl'])} before" if "eval_before_rl" in s else ""),
+             f"RL steps        {s.get('rl_steps', 0)}, train success first {s.get('train_success_first', 0):.0%}, "
+             f"last {s.get('train_success_last', 0):.0%}"]
+    if s.get("valid_proposals"):
+        lines.append(f"acceptance      {s['acceptance_rate']:.0%} of {s['valid_proposals']:.0f} valid proposals")
+    lines.append(f"wall time (s)   rollout {t.get('rollout', 0):.0f}, credit wait {t.get('credit_wait', 0):.0f}, "
+                 f"update {t.get('update', 0):.0f} (judge {t.get('judge', 0):.0f}, verify {t.get('verify', 0):.0f} "
+                 f"during rollouts); whole run {s.get('wall_s_this_run', 0):.0f}")
+    return "\n".join(lines)
 
 
 def _plot(trainer) -> str:
@@ -119,5 +169,5 @@ def _totals(rows: list[dict]) -> dict:
             "valid_proposals": valid, "extra_token_frac": total("credit/extra_policy_tokens") / max(
                 total("policy_tokens"), 1.0),
             "judge_calls": total("judge/calls"), "judge_cost_usd": total("judge/cost_usd"),
-            "time_s": {k: total(f"time/{k}_s") for k in ("rollout", "judge", "verify", "update")},
+            "time_s": {k: total(f"time/{k}_s") for k in ("rollout", "credit_wait", "judge", "verify", "update")},
             "train_success_first": rows[0]["success_rate"], "train_success_last": rows[-1]["success_rate"]}

@@ -92,8 +92,8 @@ def _loss_kwargs(loss_cfg):
     AGGREGATIONS.get(loss_cfg.aggregation)  # ValueError naming loss.aggregation and the known names
     return dict(eps_low=loss_cfg.eps_low, eps_high=loss_cfg.eps_high, dual_clip=loss_cfg.dual_clip,
                 aggregation=loss_cfg.aggregation, kl_coef=loss_cfg.kl_coef,
-                entropy_coef=loss_cfg.entropy_coef, horizon=getattr(loss_cfg, "horizon", None),
-                tis_cap=float(loss_cfg.get("tis_cap", 0.0)))
+                entropy_coef=loss_cfg.entropy_coef, horizon=loss_cfg.horizon,
+                tis_cap=float(loss_cfg.tis_cap))
 
 
 def make_train_step(graphdef, loss_cfg, optimizer: optax.GradientTransformation, *, mesh=None,
@@ -116,7 +116,7 @@ def make_train_step(graphdef, loss_cfg, optimizer: optax.GradientTransformation,
     the new state keeps exactly the shardings of the state passed in (read on the first call).
     """
     kwargs = _loss_kwargs(loss_cfg)
-    with_entropy = bool(loss_cfg.entropy_coef) or loss_cfg.get("entropy_metric", True)
+    with_entropy = bool(loss_cfg.entropy_coef) or loss_cfg.entropy_metric
 
     def loss_fn(params, mb, num_tokens, num_seqs):
         model = nnx.merge(graphdef, params)

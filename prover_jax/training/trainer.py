@@ -25,7 +25,6 @@ it would have had; the next batch tries again, and MAX_SKIPS_IN_A_ROW skips in a
 from __future__ import annotations
 
 import json
-import os
 import time
 from typing import Any
 
@@ -37,52 +36,28 @@ from absl import logging
 from flax import nnx
 
 from prover_jax import distributed as dist
-from prover_jax.convert.orbax_io import MODEL_DIR, load_checkpoint
+from prover_jax.convert.orbax_io import MODEL_DIR
 from prover_jax.credit import COMMON_METRICS, RolloutVerifier, credit_class, make_credit
 from prover_jax.credit.pipeline import StepPipeline
 from prover_jax.envs.pool import EnvPool
 from prover_jax.judges import make_judge
 from prover_jax.models import qwen3_5
-from prover_jax.rollout import Rollout, RolloutConfig, env_corpus, load_tokenizer, train_tokenizer
-from prover_jax.sampling import Driver, Engine, SamplingParams
+from prover_jax.rollout import Rollout, RolloutConfig
+from prover_jax.sampling import Driver, SamplingParams
 from prover_jax.sharding import make_mesh
-from prover_jax.training import evaluation, sft
+from prover_jax.training import build, evaluation, sft
+from prover_jax.training.build import mesh_devices, mesh_shape, model_runtime
 from prover_jax.training.batch import pack, padded_length
 from prover_jax.training.loss import check_sampling
 from prover_jax.training.checkpoints import Checkpoints
 from prover_jax.training.metrics import CompileCounter, merge_rows
 from prover_jax.training.step import abstract_batch, init_train_state, make_optimizer, make_train_step
-from prover_jax.training.workdir import append_line, local_copy, read_lines, save_folder, workdir_path
+from prover_jax.training.workdir import append_line, read_lines, save_folder, workdir_path
 
-DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 MAX_SKIPS_IN_A_ROW = 5
 # cumulative over the run, in every row as total/<name> and in checkpoints
 SPENDING = ("policy_tokens", "credit/extra_policy_tokens", "judge/calls", "judge/cost_usd", "critic/calls",
             "critic/cost_usd")
-
-
-def model_runtime(config, mesh) -> qwen3_5.Runtime:
-    """How the policy's uncached forward runs (model.scan_layers / attention / gdn_*, train.remat),
-    "auto" resolved for the platform of `mesh`'s devices."""
-    m = config.model
-    dtype = m.gdn_matmul_dtype
-    return qwen3_5.resolve_runtime(mesh.devices.flat[0].platform, scan_layers=m.scan_layers,
-                                   remat=config.train.remat, attention=m.attention, gdn_chunk=m.gdn_chunk,
-                                   gdn_matmul_dtype=None if dtype == "float32" else dtype)
-
-
-def mesh_shape(config) -> tuple[int, int, int]:
-    return (config.mesh.data, config.mesh.fsdp, config.mesh.tensor)
-
-
-def mesh_devices(config) -> list:
-    """All devices, or (one process) the first prod(mesh) of them when the mesh is fully specified
-    and smaller (e.g. a one-device CPU demo on a host that exposes several)."""
-    shape, devices = mesh_shape(config), jax.devices()
-    if -1 not in shape and int(np.prod(shape)) < len(devices) and jax.process_count() == 1:
-        logging.warning("mesh %s uses %d of %d devices", shape, int(np.prod(shape)), len(devices))
-        return devices[:int(np.prod(shape))]
-    return devices
 
 
 class Trainer:
@@ -96,10 +71,11 @@ class Trainer:
         dist.check_layout(num_processes=dist.process_count(), num_devices=jax.device_count(),
                           mesh=mesh_shape(c), groups_per_step=c.rollout.groups_per_step)
         self.mesh = make_mesh(mesh_shape(c), devices=mesh_devices(c))
-        self.tokenizer = self._tokenizer()
-        model = self._model()
+        self.tokenizer = build.tokenizer(c, self.root, self.primary)
+        model = build.model(c, self.mesh, self.tokenizer)
         model.runtime = model_runtime(c, self.mesh)
-        self._write_model_dir(model)
+        if self.primary:
+            build.write_model_dir(self.root / MODEL_DIR, model, self.tokenizer)
         self.graphdef, _ = nnx.split(model)
         self.optimizer = make_optimizer(c.optim)
         self.state = dist.globalize(init_train_state(model, self.optimizer), self.mesh)
@@ -114,7 +90,7 @@ class Trainer:
 
         r = c.rollout
         check_sampling(r)
-        self.engine, self.sync = self._engine(model)
+        self.engine, self.sync = build.engine(c, self.mesh, model, self.state.params)
         eos = set(model.config.eos_ids) | {self.tokenizer.convert_tokens_to_ids(c_) for c_ in ("<|im_end|>",)
                                           if c_ in self.tokenizer.get_vocab()}
         self.driver = Driver(self.engine, params=self.sync(self.state.params), eos_ids=sorted(eos),
@@ -132,6 +108,8 @@ class Trainer:
         self.needs = credit_class(c.credit.method).needs(c.credit, groups=local_groups, group_size=r.group_size)
         self.verify_pool = (EnvPool(c.env.name, self.needs.verify_envs, env_kw, processes=c.env.processes)
                             if self.needs.verifier else None)
+        self.judge_server = (build.serve_judge(c.judge, self.workdir)
+                             if self.needs.judge and (c.judge.serve.model or c.judge.serve.size) else None)
         self.judge = make_judge(c.judge.name, c.judge, workdir=self.workdir) if self.needs.judge else None
         deps = {"judge": self.judge,
                 "verifier": RolloutVerifier(self.rollout, self.verify_pool) if self.verify_pool else None,
@@ -191,75 +169,10 @@ class Trainer:
         return make_critic(c.credit.critic, env_name=c.env.name, env_kwargs=self.env_kwargs(), workdir=self.workdir)
 
     def env_kwargs(self) -> dict:
-        """config.env.kwargs as a plain dict (the pool's and the tokenizer corpus's env kwargs)."""
-        kw = self.config.env.kwargs
-        return dict(kw.to_dict() if hasattr(kw, "to_dict") else kw)
+        return build.env_kwargs(self.config)
 
     def rollout_config(self, sampling: SamplingParams) -> RolloutConfig:
-        r = self.config.rollout
-        return RolloutConfig(sampling=sampling, max_action_tokens=r.max_action_tokens,
-                             max_turns=r.max_turns or None, seed=self.config.seed,
-                             system_prompt=r.system_prompt or None)
-
-    def _tokenizer(self):
-        """The checkpoint's tokenizer, or one trained on the env's text by process 0 and saved in
-        W/tokenizer (the other processes wait, then load it)."""
-        c = self.config
-        if c.model.init in ("hf", "checkpoint"):
-            return load_tokenizer(c.model.path)
-        path = self.root / "tokenizer"
-        if self.primary and not (path / "tokenizer.json").exists():
-            r = self.rollout_config(SamplingParams())
-            corpus = env_corpus(c.env.name, range(c.tokenizer.corpus_seeds), self.env_kwargs(),
-                                system_prompt=r.system_prompt, max_turns=r.max_turns, template=r.template)
-            tok = train_tokenizer(corpus, vocab_size=c.tokenizer.vocab_size, phrases=c.tokenizer.phrases)
-            save_folder(tok.save_pretrained, path)
-        dist.barrier("tokenizer")
-        return load_tokenizer(local_copy(path))
-
-    def _model(self):
-        c = self.config
-        dtype, pdtype = DTYPES[c.model.dtype], DTYPES[c.model.param_dtype]
-        if c.model.init == "hf":
-            return qwen3_5.load_hf(c.model.path, dtype=pdtype, mesh=self.mesh, compute_dtype=dtype)
-        if c.model.init == "checkpoint":
-            return load_checkpoint(c.model.path, mesh=self.mesh)
-        if c.model.init != "random":
-            raise ValueError(f"model.init must be random | hf | checkpoint, got {c.model.init!r}")
-        cfg = qwen3_5.CONFIGS[c.model.size]
-        if len(self.tokenizer) > cfg.vocab_size:
-            raise ValueError(f"tokenizer has {len(self.tokenizer)} tokens; model {c.model.size!r} only "
-                             f"{cfg.vocab_size}")
-        model = qwen3_5.Qwen3_5(cfg, rngs=nnx.Rngs(c.seed), dtype=dtype, param_dtype=pdtype)
-        return qwen3_5.shard_model(model, self.mesh)
-
-    def _write_model_dir(self, model) -> None:
-        """W/model: config.json + tokenizer, so `prover-convert --ckpt=W` can export any checkpoint."""
-        if self.primary:
-            def write(folder):
-                os.makedirs(folder, exist_ok=True)
-                with open(os.path.join(folder, "config.json"), "w") as f:
-                    json.dump(model.config.to_hf_dict(), f, indent=2)
-                self.tokenizer.save_pretrained(folder)
-
-            save_folder(write, self.root / MODEL_DIR)
-
-    def _engine(self, model) -> tuple[Engine, dist.WeightSync]:
-        """This host's engine (the train mesh on one process, the local devices on several) and the
-        copy of the train weights it decodes from (bf16 when the model computes in bf16)."""
-        c, r = self.config, self.config.rollout
-        emesh = dist.engine_mesh(self.mesh, c.mesh.tensor)
-        compute = DTYPES[c.model.dtype]
-        sync = dist.WeightSync(self.state.params, self.mesh, emesh, dtype=compute, tensor=c.mesh.tensor)
-        if sync.identity:
-            emodel = model
-        else:
-            abstract = qwen3_5.abstract_model(model.config, dtype=compute, param_dtype=compute, mesh=emesh)
-            emodel = nnx.merge(nnx.graphdef(abstract), sync(self.state.params))
-        engine = Engine(emodel, max_concurrent_decodes=r.max_concurrent_decodes,
-                        max_prefill_length=r.max_prefill_length, max_target_length=r.max_target_length,
-                        mesh=emesh)
-        return engine, sync
+        return build.rollout_config(self.config, sampling)
 
     # Checkpoints.
     def _meta(self) -> dict:
@@ -435,6 +348,10 @@ class Trainer:
         dist.barrier("export_hf")
 
     def close(self) -> None:
+        if self.judge is not None:
+            self.judge.close()
+        if self.judge_server is not None:
+            self.judge_server.stop()
         self.pool.close()
         if self.verify_pool is not None:
             self.verify_pool.close()

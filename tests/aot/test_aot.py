@@ -8,18 +8,17 @@ import sys
 
 import pytest
 
-from prover_jax.training.config import default_config
+from helpers.aot_config import PATH as AOT_CONFIG
+from helpers.aot_config import aot_config
+from helpers.tiny import FULL, LINEAR, tiny_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIELDS = ("fn", "topology", "mesh", "per_device_gib", "hbm_gib", "fits", "headroom", "flops_per_device",
           "xla_flops_per_device", "bytes_accessed_per_device", "collective_bytes_per_device", "estimated_s", "bound", "estimated_mfu",
           "model_flops_per_device", "tokens_per_s_per_chip", "compile_s")
-TINY = dict(architectures=["Qwen3_5ForCausalLM"], model_type="qwen3_5_text", vocab_size=256, hidden_size=64,
-            intermediate_size=128, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
-            head_dim=32, linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=32,
-            linear_value_head_dim=32, linear_conv_kernel_dim=4, rms_norm_eps=1e-6, tie_word_embeddings=True,
-            layer_types=["linear_attention"] * 3 + ["full_attention"], full_attention_interval=4,
-            rope_theta=10000.0, partial_rotary_factor=0.25, max_position_embeddings=4096, eos_token_id=1)
+TINY = tiny_config((LINEAR, LINEAR, LINEAR, FULL), vocab_size=256, hidden_size=64, intermediate_size=128,
+                   head_dim=32, linear_key_head_dim=32, linear_value_head_dim=32, tie_word_embeddings=True,
+                   rope_theta=10000.0, max_position_embeddings=4096, eos_token_id=1).to_hf_dict()
 
 
 def _need_libtpu():
@@ -40,26 +39,11 @@ def tiny_model(tmp_path_factory):
     return str(path)
 
 
-def tiny_config(path, mesh=(1, 8, 1), **kw):
-    c = default_config()
-    c.model.init, c.model.path, c.model.dtype = "hf", path, "bfloat16"
-    c.model.scan_layers, c.train.remat = True, "full"
-    c.mesh.data, c.mesh.fsdp, c.mesh.tensor = mesh
-    c.rollout.groups_per_step, c.rollout.group_size, c.train.micro_batch_size = 2, 8, 8
-    c.rollout.max_target_length, c.rollout.max_prefill_length = 256, 128
-    c.rollout.max_concurrent_decodes = 16
-    c.train.logprob_chunk = 64
-    for k, v in kw.items():
-        section, name = k.split("__")
-        setattr(c[section], name, v)
-    return c
-
-
 @pytest.mark.parametrize("topology,mesh", [("v6e-8", (1, 8, 1)), ("v5p-8", (1, 2, 2))])
 def test_compiles_train_and_decode_for_a_slice(tiny_model, topology, mesh):
     _need_libtpu()
     from prover_jax.aot.cli import run
-    rows = run(tiny_config(tiny_model, mesh), topology, ["train_step", "generate"])
+    rows = run(aot_config(tiny_model, mesh), topology, ["train_step", "generate"])
     assert [r["fn"] for r in rows] == ["train_step", "generate"]
     for r in rows:
         missing = [f for f in FIELDS if f not in r]
@@ -84,19 +68,17 @@ def test_compiles_train_and_decode_for_a_slice(tiny_model, topology, mesh):
 def test_a_layout_that_cannot_fit_is_reported(tiny_model):
     _need_libtpu()
     from prover_jax.aot.cli import run
-    c = tiny_config(tiny_model, (1, 8, 1), rollout__max_concurrent_decodes=16384,
-                    rollout__max_target_length=65536)
+    c = aot_config(tiny_model, (1, 8, 1), rollout__max_concurrent_decodes=16384,
+                   rollout__max_target_length=65536)
     (row,) = run(c, "v5e-8", ["generate"])
     assert row["fits"] is False and row["fn"] == "generate"
     # either compiled and over HBM, or refused by the compiler with the sizes parsed from its message
     assert row.get("per_device_gib", 0) > row["hbm_gib"] or row["required_gib"] > row["hbm_gib"], row
 
 
-def test_bad_topology_and_mesh_are_one_clear_error(tiny_model, tmp_path):
+def test_bad_topology_and_mesh_are_one_clear_error(tiny_model):
     _need_libtpu()
-    cfg = tmp_path / "c.py"
-    cfg.write_text("import sys\nsys.path.insert(0, %r)\nfrom test_aot import tiny_config\n\n\n"
-                   "def get_config(arg=''):\n    return tiny_config(%r)\n" % (os.path.dirname(__file__), tiny_model))
+    cfg = f"{AOT_CONFIG}:{tiny_model}"  # its get_config(tiny_model)
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     for flag, message in (("--topology=v7x-8", "unknown TPU slice 'v7x-8'"),
                           ("--topology=v5p-8", "does not fit the slice's 4 chips")):
@@ -113,3 +95,31 @@ def test_slice_table():
     assert parse_slice("v5litepod-16").kind == "v5e"
     with pytest.raises(ValueError, match="v5p comes as"):
         parse_slice("v5p-12")
+
+
+def test_a_judge_served_beside_training_is_counted(tiny_model):
+    """judge.serve: the judge engine's programs on one host's chips, and what a chip holds at once."""
+    _need_libtpu()
+    from prover_jax.aot.cli import run
+    from prover_jax.aot.programs import default_fns
+    c = aot_config(tiny_model, (1, 8, 1))
+    assert "judge_generate" not in default_fns(c)
+    with pytest.raises(ValueError, match="serves no judge"):
+        run(c, "v6e-8", ["judge_generate"])
+    c.judge.serve.model, c.judge.serve.tensor = tiny_model, 4
+    c.judge.serve.max_concurrent_decodes, c.judge.serve.max_target_length = 8, 512
+    c.judge.serve.max_prefill_length = 128
+    rows = run(c, "v6e-8", None)
+    by = {r["fn"]: r for r in rows}
+    assert list(by) == ["train_step", "generate", "prefill", "judge_generate", "judge_prefill", "together"]
+    assert by["judge_generate"]["mesh"] == {"data": 2, "fsdp": 1, "tensor": 4}  # one v6e host: 8 chips
+    assert by["judge_generate"]["fits"] and by["judge_generate"]["argument_gib"] > 0
+    t = by["together"]
+    want = (by["train_step"]["per_device_gib"] + by["generate"]["argument_gib"]
+            + by["judge_generate"]["per_device_gib"])
+    assert t["per_device_gib"] == pytest.approx(want, abs=2e-3) and t["fits"] is True
+    # a judge engine too large for the chip turns the verdict
+    c.judge.serve.max_concurrent_decodes, c.judge.serve.max_target_length = 16384, 65536
+    c.judge.serve.tensor = 1
+    (row,) = run(c, "v5e-8", ["judge_generate"])
+    assert row["fn"] == "judge_generate" and row["fits"] is False

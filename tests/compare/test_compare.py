@@ -4,6 +4,7 @@ worked out by hand), and end to end on a tiny config (2 methods x 2 seeds x 2 RL
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -13,9 +14,10 @@ from prover_jax.compare import methods as methods_lib
 from prover_jax.compare import report
 from prover_jax.training.config import default_config
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-TINY = os.path.join(HERE, "tiny_config.py")
+from helpers import demo_config
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TINY = demo_config.PATH + ":compare"  # the trainer tests' config, evaluated after every step
 CREDIT = ["grpo", "prover", "gigpo"]
 JUDGES = ["contrastive", "openai", "random"]
 
@@ -86,6 +88,20 @@ def old_style(folder, before, after):
     return write_run(folder, train, (), {"success_before_rl": before, "success_after_rl": after})
 
 
+def md_table(md):
+    """{method: {column: cell}} of the report's markdown table, the columns named by its header row."""
+    lines = [line for line in md.splitlines() if line.startswith("|")]
+    cells = lambda line: [c.strip() for c in line.strip().strip("|").split("|")]  # noqa: E731
+    header = cells(lines[0])
+    assert set(lines[1]) == set("|-") and all(len(cells(line)) == len(header) for line in lines)
+    return {row[0].strip("`"): dict(zip(header, row)) for row in map(cells, lines[2:])}
+
+
+def figures(cell):
+    """The numbers a cell prints: "0.600 ± 0.248 (SE)" -> [0.6, 0.248], "2/3" -> [2, 3], "-" -> []."""
+    return [float(x) for x in re.findall(r"\d+(?:\.\d+)?", cell.replace(",", ""))]
+
+
 def test_report_numbers(tmp_path):
     runs = {"new": [report.load_run(new_style(str(tmp_path / f"new{s}"), p), s) for s, p in enumerate((0.5, 0.6, 0.7))],
             "old": [report.load_run(old_style(str(tmp_path / f"old{s}"), 0.25, p), s, eval_episodes=16)
@@ -121,11 +137,22 @@ def test_report_numbers(tmp_path):
 
     paths = report.write_report(result, runs, str(tmp_path / "out"), title="t", failures=["x/seed1: exit code 1"])
     md = open(paths["md"]).read()
-    assert "success @ 400 tokens" in md and "0.600 ± 0.248" in md and "0.600 ± 0.050 (SE)" in md
-    old_line = next(line for line in md.splitlines() if line.startswith("| `old`"))
-    cells = [c.strip() for c in old_line.strip("|").split("|")]
-    assert cells[1] == "2/3" and cells[5] == "0.00" and cells[7] == "-" and cells[-2:] == ["-", "-"]
-    assert "## Failed runs" in md and "x/seed1" in md
+    rows = md_table(md)
+    assert list(rows) == ["new", "old", "one"]
+    new, old, one = rows["new"], rows["old"], rows["one"]
+    # the figures worked out above, as printed (3 decimals; 2 for fractions and times)
+    assert new["seeds"] == "3/3" and figures(new["final eval success"]) == pytest.approx([0.6, 0.248414], abs=5e-4)
+    assert figures(new["success @ 400 tokens"]) == pytest.approx(
+        [sum(at) / 3, 4.302653 * (0.1 / 3) / math.sqrt(3)], abs=5e-4)
+    spent = ("policy tokens/step", "extra-token frac", "rollout s/step", "credit wait s/step", "update s/step",
+             "step s/step", "judge calls", "judge $", "acceptance", "segment len")
+    assert [figures(new[k]) for k in spent] == [[100], [0.5], [1.0], [0.5], [2.0], [3.5], [8], [0.04], [0.5], [1.5]]
+    assert old["seeds"] == "2/3" and figures(old["final eval success"]) == pytest.approx([0.625, 1.588276], abs=5e-4)
+    assert figures(old["success @ 400 tokens"])[0] == 0.625 and figures(old["policy tokens/step"]) == [200]
+    assert [old[k] for k in spent[1:5]] == ["0.00", "4.00", "-", "1.00"]
+    assert old["acceptance"] == old["segment len"] == "-"
+    assert one["seeds"] == "1/3" and one["final eval success"] == "0.600 ± 0.050 (SE)"  # one seed: its own SE
+    assert md.split("## Failed runs\n")[1].strip().splitlines() == ["- `x/seed1: exit code 1`"]
     saved = json.load(open(paths["json"]))
     assert saved["budget_tokens"] == 400 and saved["methods"]["old"]["acceptance_rate"] is None
     assert os.path.getsize(paths["png"]) > 1000
@@ -137,8 +164,12 @@ def test_report_empty_and_missing(tmp_path):
     assert empty["evals"] == [] and empty["final_success"] is None and empty["policy_tokens_per_step"] is None
     result = report.summarize({"a": [empty], "b": []})
     assert result["budget_tokens"] is None and result["methods"]["b"]["final_success"]["mean"] is None
-    md = report.markdown(result)
-    assert "| `b` | 0 | - | - |" in md
+    rows = md_table(report.markdown(result))
+    assert [r["seeds"] for r in rows.values()] == ["1", "0"] and "success @ - tokens" in rows["b"]
+    # "-" where nothing is defined; the empty run did spend something: nothing (0 judge calls)
+    defined = {label: {k for k, v in row.items() if v != "-"} for label, row in rows.items()}
+    assert defined == {"a": {"method", "seeds", "judge calls", "judge $"}, "b": {"method", "seeds"}}, rows
+    assert figures(rows["a"]["judge calls"]) == figures(rows["a"]["judge $"]) == [0.0]
     report.plot({"a": [empty], "b": []}, str(tmp_path / "p.png"))
 
 
@@ -171,7 +202,12 @@ def test_end_to_end(tmp_path):
         assert m["seeds_completed"] == 2 and m["final_success"]["kind"] == "ci95"
         assert [len(s["evals"]) for s in m["per_seed"]] == [3, 3]  # steps 0, 1, 2
     assert saved["budget_tokens"] > 0 and os.path.getsize(w / "compare.png") > 1000
-    assert "| `prover` | 2/2 |" in open(w / "compare.md").read()
+    table = md_table(open(w / "compare.md").read())
+    for label, m in saved["methods"].items():  # the table prints compare.json's figures
+        assert table[label]["seeds"] == "2/2", table[label]
+        assert figures(table[label]["final eval success"]) == pytest.approx(
+            [m["final_success"]["mean"], m["final_success"]["pm"]], abs=5e-4)
+        assert figures(table[label]["policy tokens/step"]) == pytest.approx([m["policy_tokens_per_step"]], abs=0.5)
 
     # again, with a method that fails: complete runs are skipped, the failure is named, the report stays
     out = compare(tmp_path, "--methods=grpo,prover,grpo:optim.name=nosuch", "--seeds=1", f"--workdir={w}")

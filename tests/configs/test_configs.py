@@ -86,3 +86,15 @@ def test_config_string_through_absl():
         config_flags.DEFINE_config_file("config", None, "", flag_values=bad)
         with pytest.raises(flags.IllegalFlagValueError, match=message):
             bad(["prog", f"--config={QWEN}:{arg}"])
+
+
+def test_a_served_judge_beside_the_policy(monkeypatch, tmp_path):
+    """SIZE,BENCHMARK,SLICE,JUDGE: the openai judge on a judge served from $JUDGE_PATH on every host."""
+    monkeypatch.setenv("JUDGE_PATH", str(tmp_path))
+    q = _load(QWEN)
+    c = q.get_config("2B,alfworld,v6e-8,9B")
+    assert (c.judge.name, c.judge.serve.model, c.judge.serve.size) == ("openai", str(tmp_path), "9B")
+    assert c.judge.openai.tool_choice == "required" and c.judge.openai.base_url == ""
+    assert q.get_config("2B,alfworld,v6e-8").judge.serve.model == ""  # no judge served by default
+    with pytest.raises(ValueError, match="judge size '70B'"):
+        q.get_config("2B,alfworld,v6e-8,70B")

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from safetensors.torch import load_file
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "models"))
-import hf_fixtures as F  # noqa: E402
-from prover_jax.convert import load_checkpoint, save_checkpoint  # noqa: E402
-from prover_jax.models import qwen3_5  # noqa: E402
+from prover_jax.convert import load_checkpoint, save_checkpoint
+from prover_jax.models import qwen3_5
+
+from helpers import hf as F
 
 L, A = "linear_attention", "full_attention"
 
@@ -34,13 +34,12 @@ def test_cli_round_trip(tmp_path):
     assert (out / "tokenizer_config.json").exists()
 
 
-def test_restored_model_matches_and_errors(tmp_path):
-    src, ckpt = tmp_path / "hf", tmp_path / "ckpt"
-    F.make_text_checkpoint(src, [L, A], tied=False)
-    model = qwen3_5.load_hf(str(src))
+def test_restored_model_matches_and_errors(tmp_path, hf_checkpoint):
+    ckpt = tmp_path / "ckpt"
+    model = qwen3_5.load_hf(hf_checkpoint([L, A], tied=False))
     save_checkpoint(model, str(ckpt))
     back = load_checkpoint(str(ckpt))
-    tokens = jnp.asarray(np.arange(30)[None] % 96, jnp.int32)
+    tokens = jnp.asarray(np.arange(30)[None] % F.TINY["vocab_size"], jnp.int32)
     np.testing.assert_array_equal(np.asarray(back(tokens)), np.asarray(model(tokens)))
     with pytest.raises(FileExistsError, match="already holds a checkpoint"):
         save_checkpoint(model, str(ckpt))

@@ -13,7 +13,8 @@ from prover_jax.credit.verify import Outcome
 from prover_jax.envs import make
 from prover_jax.envs.testing import dp, mixed_policy
 from prover_jax.rollout.trajectory import Trajectory, Turn
-from test_credit import FixedJudge, config, fake_traj
+
+from helpers.credit import FixedJudge, credit_config, fake_traj
 
 
 class CopyVerifier:
@@ -48,7 +49,7 @@ def test_budget_matches_provers_verification_cost():
     group = same_shape_group(wins=2)
     per_episode = group[0].num_policy_tokens
     for k, segment in [(4, (1, 2)), (3, (0, 0)), (2, (2, 3))]:
-        c = config(k=k)
+        c = credit_config(k=k)
         prover = make_credit("prover", c, judge=FixedJudge(segment), verifier=CopyVerifier()).assign([group])
         budget = make_credit("budget_grpo", c, judge=FixedJudge(segment), verifier=CopyVerifier()).assign([group])
         spent_prover, spent_budget = prover.metrics[EXTRA_TOKENS], budget.metrics[EXTRA_TOKENS]
@@ -60,7 +61,7 @@ def test_budget_matches_provers_verification_cost():
 
 def test_budget_grpo_trains_on_the_enlarged_group():
     group = same_shape_group(wins=2)
-    c = config(k=2)
+    c = credit_config(k=2)
     verifier = CopyVerifier(success=lambda turn, j: j == 0)  # of each round's episodes, the first succeeds
     out = make_credit("budget_grpo", c, judge=FixedJudge((1, 1)), verifier=verifier).assign([group])
     enlarged = out.groups[0]
@@ -77,18 +78,18 @@ def test_budget_grpo_trains_on_the_enlarged_group():
 def test_budget_grpo_spends_nothing_where_prover_would_not():
     groups = [same_shape_group(wins=2), same_shape_group(wins=0), same_shape_group(wins=8)]
     verifier = CopyVerifier()
-    out = make_credit("budget_grpo", config(k=4), judge=FixedJudge(None, reason="no_tool_call"),
+    out = make_credit("budget_grpo", credit_config(k=4), judge=FixedJudge(None, reason="no_tool_call"),
                       verifier=verifier).assign(groups)
     assert verifier.starts == [] and out.metrics[EXTRA_TOKENS] == 0
     assert [len(g) for g in out.groups] == [8, 8, 8] and out.metrics["budget/eligible_groups"] == 1
-    grpo = make_credit("grpo", config()).assign(groups)
+    grpo = make_credit("grpo", credit_config()).assign(groups)
     for a, b in zip(out.advantages, grpo.advantages):
         for x, y in zip(a, b):
             np.testing.assert_array_equal(x, y)
 
 
 def test_budget_grpo_caps_extra_episodes_and_declares_needs():
-    c = config(k=4)
+    c = credit_config(k=4)
     c.budget_grpo.max_extra = 3
     group = same_shape_group(wins=1)
     out = make_credit("budget_grpo", c, judge=FixedJudge((0, 2)), verifier=CopyVerifier()).assign([group])
@@ -114,7 +115,7 @@ class RateVerifier:
 def test_spo_chain_segment_advantages_by_hand():
     win = fake_traj(5, True, uid=0)
     group = [win] + [fake_traj(6, False, uid=i) for i in range(1, 4)]  # p = 0.25: eligible
-    c = config()
+    c = credit_config()
     c.spo_chain.interval, c.spo_chain.k = 2, 4
     verifier = RateVerifier({2: 0.5, 4: 0.75})
     out = make_credit("spo_chain", c, verifier=verifier).assign([group])
@@ -135,7 +136,7 @@ def test_spo_chain_segment_advantages_by_hand():
 
 def test_spo_chain_all_trajectories_and_bad_config():
     group = [fake_traj(3, True, uid=0)] + [fake_traj(4, False, uid=i) for i in range(1, 4)]
-    c = config()
+    c = credit_config()
     c.spo_chain.interval, c.spo_chain.k, c.spo_chain.trajectories = 1, 2, "all"
     verifier = RateVerifier({1: 0.5, 2: 0.5, 3: 0.0})
     out = make_credit("spo_chain", c, verifier=verifier).assign([group])
@@ -183,7 +184,7 @@ def test_spo_chain_values_match_exact_dp():
     value = lambda t: dp.success_probability(env, policy, traj.snapshots[t], *seen[t], _memo=memo)
     exact = value(2) - value(1)
     group = [traj] + [fake_traj(2, False, uid=i) for i in range(1, 4)]  # the group only sets eligibility
-    c = config()
+    c = credit_config()
     c.spo_chain.interval, c.spo_chain.k = 1, 8
     method = make_credit("spo_chain", c, verifier=PolicyVerifier(env, policy, seed=2))
     reps = 120

@@ -1,9 +1,6 @@
 """GRPO and ProVer credit: eligibility, shortest success, delta arithmetic, where the bonus lands,
 and the unbiasedness of verification against exact dynamic programming."""
 
-import types
-
-import ml_collections
 import numpy as np
 import pytest
 
@@ -14,33 +11,8 @@ from prover_jax.credit.verify import Outcome
 from prover_jax.envs import make
 from prover_jax.envs.testing import dp, mixed_policy
 from prover_jax.rollout.trajectory import Trajectory, Turn
-from prover_jax.training.config import default_config
 
-
-def fake_traj(num_turns, success, uid=0, valid=None, obs_len=3, act_len=2):
-    """Prompt of 4 tokens, then per turn act_len policy tokens and obs_len observation tokens."""
-    t = Trajectory(env="household", seed=0, uid=uid, task="task")
-    t.append(range(4), policy=False)
-    for k in range(num_turns):
-        start = len(t.tokens)
-        t.append([10 + k] * act_len, policy=True, logprobs=[-0.5] * act_len)
-        ok = True if valid is None else valid[k]
-        t.turns.append(Turn(start, start + act_len, f"a{k}", f"a{k}", ok, "obs", 0.0, "stop"))
-        if k < num_turns - 1:
-            t.append([1] * obs_len, policy=False)
-    t.snapshots = [None] * (num_turns + 1)
-    t.success, t.score, t.termination = success, float(success), "done"
-    return t
-
-
-class FixedJudge:
-    def __init__(self, segment, reason="ok"):
-        self.segment, self.reason, self.seen = segment, reason, []
-
-    def propose(self, success, failures, *, max_segment_turns, rng):
-        self.seen.append((success.uid, [f.uid for f in failures]))
-        return types.SimpleNamespace(segment=self.segment, reason=self.reason, calls=1, cost_usd=0.01,
-                                     input_tokens=100, output_tokens=10)
+from helpers.credit import FixedJudge, credit_config, fake_traj
 
 
 class FixedVerifier:
@@ -59,19 +31,13 @@ class FixedVerifier:
         return out
 
 
-def config(**prover):
-    c = default_config().credit
-    c.prover.update(prover)
-    return c
-
-
 def test_grpo_broadcast():
     group = [fake_traj(3, True, 0), fake_traj(2, False, 1), fake_traj(4, False, 2), fake_traj(1, False, 3)]
-    out = make_credit("grpo", config()).assign([group])
+    out = make_credit("grpo", credit_config()).assign([group])
     for t, adv, a in zip(group, out.advantages[0], [0.75, -0.25, -0.25, -0.25]):
         mask = np.asarray(t.policy_mask)
         np.testing.assert_allclose(adv[mask], a) and np.testing.assert_array_equal(adv[~mask], 0)
-    c = config()
+    c = credit_config()
     c.grpo_std = True
     out = make_credit("grpo", c).assign([group])
     assert out.advantages[0][0].max() == pytest.approx(0.75 / (np.std([1, 0, 0, 0]) + 1e-6), rel=1e-5)
@@ -102,8 +68,8 @@ def test_bonus_lands_on_segment_tokens_only(p_pre, p_post, bonus):
     win = fake_traj(5, True, 0)
     group = [win] + [fake_traj(6, False, i) for i in range(1, 8)]
     judge, verifier = FixedJudge((1, 2)), FixedVerifier(p_pre, p_post)
-    out = make_credit("prover", config(k=4), judge=judge, verifier=verifier).assign([group])
-    base = make_credit("grpo", config()).assign([group]).advantages[0]
+    out = make_credit("prover", credit_config(k=4), judge=judge, verifier=verifier).assign([group])
+    base = make_credit("grpo", credit_config()).assign([group]).advantages[0]
     seg = segment_tokens(win, 1, 2)
     assert seg.sum() == 4 and all(seg[win.turns[k].start:win.turns[k].end].all() for k in (1, 2))
     np.testing.assert_allclose(out.advantages[0][0] - base[0], bonus * seg, atol=1e-7)
@@ -125,18 +91,18 @@ def test_invalid_proposals_dropped(segment, reason):
     win = fake_traj(5, True, 0, valid=[True, False, True, True, True])
     group = [win] + [fake_traj(6, False, i) for i in range(1, 4)]
     verifier = FixedVerifier(0.0, 1.0)
-    out = make_credit("prover", config(k=2, max_segment_turns=4), judge=FixedJudge(segment),
+    out = make_credit("prover", credit_config(k=2, max_segment_turns=4), judge=FixedJudge(segment),
                       verifier=verifier).assign([group])
     assert verifier.starts == [] and out.metrics["prover/valid_proposals"] == 0
     dropped = {k: v for k, v in out.metrics.items() if k.startswith("prover/dropped/")}
     assert sum(dropped.values()) == 1 and (reason is None or dropped == {f"prover/dropped/{reason}": 1})
-    np.testing.assert_array_equal(out.advantages[0][0], make_credit("grpo", config()).assign([group]).advantages[0][0])
+    np.testing.assert_array_equal(out.advantages[0][0], make_credit("grpo", credit_config()).assign([group]).advantages[0][0])
 
 
 def test_ineligible_groups_skip_the_judge():
     judge = FixedJudge((0, 0))
     groups = [[fake_traj(2, True, 0), fake_traj(2, True, 1)], [fake_traj(2, False, 2), fake_traj(2, False, 3)]]
-    out = make_credit("prover", config(), judge=judge, verifier=FixedVerifier(0, 1)).assign(groups)
+    out = make_credit("prover", credit_config(), judge=judge, verifier=FixedVerifier(0, 1)).assign(groups)
     assert judge.seen == [] and out.metrics["prover/eligible_groups"] == 0
 
 

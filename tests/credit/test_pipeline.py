@@ -6,23 +6,18 @@ import time
 
 import numpy as np
 import pytest
-from flax import nnx
 
 from prover_jax.credit import EXTRA_TOKENS, RolloutVerifier, make_credit
 from prover_jax.credit.pipeline import StepPipeline
 from prover_jax.envs.pool import EnvPool
 from prover_jax.judges import Judge, Proposal
 from prover_jax.judges.random_judge import RandomJudge
-from prover_jax.models import qwen3_5
-from prover_jax.rollout import Rollout, RolloutConfig, env_corpus, train_tokenizer
+from prover_jax.rollout import Rollout, RolloutConfig
 from prover_jax.sampling import Driver, Engine, SamplingParams
 from prover_jax.training.config import default_config
 
-L, A = qwen3_5.LINEAR, qwen3_5.FULL
-CFG = qwen3_5.Qwen3_5Config(
-    vocab_size=1024, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
-    num_key_value_heads=2, head_dim=8, linear_num_key_heads=2, linear_num_value_heads=4,
-    linear_key_head_dim=8, linear_value_head_dim=8, layer_types=(L, A), tie_word_embeddings=False)
+from helpers.tiny import tiny_config, tiny_model
+
 G, GROUPS, K = 4, 3, 2
 SEEDS = [s for s in (11, 12, 13) for _ in range(G)]
 UIDS = list(range(100, 100 + G * GROUPS))
@@ -35,17 +30,16 @@ class LuckyPool(EnvPool):
     def act(self, responses):
         out = super().act(responses)
         lucky = {e: sum(map(ord, responses[e])) % 2 == 0 for e in responses}
-        return {e: (a, o, r, d, {**info, "valid": True, "success": lucky[e]}, s)
-                for e, (a, o, r, d, info, s) in out.items()}
+        return {e: step._replace(info={**step.info, "valid": True, "success": lucky[e]})
+                for e, step in out.items()}
 
 
 @pytest.fixture(scope="module")
-def setup():
-    tok = train_tokenizer(env_corpus("household", range(20)), vocab_size=1024)
-    model = qwen3_5.Qwen3_5(CFG, rngs=nnx.Rngs(0))
-    engine = Engine(model, max_concurrent_decodes=8, max_prefill_length=512, max_target_length=2048)
+def setup(household_tokenizer):
+    engine = Engine(tiny_model(tiny_config(vocab_size=1024)), max_concurrent_decodes=8, max_prefill_length=512,
+                    max_target_length=2048)
     pool, vpool = LuckyPool("household", G * GROUPS), LuckyPool("household", 2 * GROUPS * K)
-    yield engine, tok, pool, vpool
+    yield engine, household_tokenizer, pool, vpool
     pool.close()
     vpool.close()
 

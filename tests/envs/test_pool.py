@@ -9,7 +9,7 @@ import signal
 import pytest
 
 from prover_jax.envs import make
-from prover_jax.envs.pool import EnvPool, EnvWorkerError, group_seeds
+from prover_jax.envs.pool import EnvPool, EnvWorkerError, StepResult, group_seeds
 
 KWARGS = dict(max_turns=20)
 
@@ -100,6 +100,27 @@ def test_process_pool_matches_single_env_loop_and_reports_errors():
         pool._procs[1].join(timeout=10)
         with pytest.raises(EnvWorkerError, match=r"env 1: worker .*(died|unreachable)"):
             pool.step(["look", "look"])
+
+
+@pytest.mark.parametrize("processes", [False, True])
+def test_act_returns_named_step_results(processes):
+    """act: one StepResult per responding env (also through a worker's pipe), the same as the env's own
+    extract_action + step + snapshot; a malformed response gives action None and valid=False."""
+    responses = {0: "<action>look</action>", 2: "no tags at all"}
+    env = make("household", **KWARGS)
+    with EnvPool("household", 3, env_kwargs=KWARGS, processes=processes, timeout=60) as pool:
+        pool.reset([5, 6, 7])
+        out = pool.act(responses)
+    assert sorted(out) == [0, 2] and all(type(r) is StepResult for r in out.values())
+    for i, seed in ((0, 5), (2, 7)):
+        env.reset(seed)
+        action = env.extract_action(responses[i])
+        obs, reward, done, info = env.step(action)
+        r = out[i]
+        assert (r.action, r.observation, r.reward, r.done, r.info) == (action, obs, reward, done, info)
+        assert r.snapshot == env.snapshot()
+    assert out[0].action == "look" and out[0].info["valid"]
+    assert out[2].action is None and not out[2].info["valid"] and not out[2].done
 
 
 def test_process_pool_reports_a_failing_constructor():

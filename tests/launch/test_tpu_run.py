@@ -90,10 +90,13 @@ def test_usage_errors_exit_2(args, message):
     assert out.stdout == ""
 
 
-@pytest.mark.parametrize("config,alfworld", [("configs/qwen3_5.py:4B", True), ("configs/qwen3_5.py", True),
-                                             ("configs/qwen3_5.py:4B,webshop,v5p-16", False),
-                                             ("configs/qwen3_5.py:2B,alfworld", True)])
-def test_default_extras_follow_the_benchmark(config, alfworld):
+@pytest.mark.parametrize("config,extras", [("configs/qwen3_5.py:4B", "[gcs,alfworld]"),
+                                           ("configs/qwen3_5.py", "[gcs,alfworld]"),
+                                           ("configs/qwen3_5.py:4B,webshop,v5p-16", "[gcs]"),
+                                           ("configs/qwen3_5.py:2B,alfworld", "[gcs,alfworld]"),
+                                           ("configs/qwen3_5.py:2B,alfworld,v6e-8,9B", "[gcs,alfworld,serve]"),
+                                           ("configs/qwen3_5.py:4B,webshop,v5p-16,9B", "[gcs,serve]")])
+def test_default_extras_follow_the_benchmark(config, extras):
     out = _run("--dry_run", env={"TPU_NAME": "t1", "PROVER_CONFIG": config, "PROVER_WORKDIR": "gs://b/r"})
     assert out.returncode == 0, out.stderr
-    assert ("[gcs,alfworld]" in out.stdout) == alfworld and ("[gcs]" in out.stdout) != alfworld
+    assert f"{extras}'" in out.stdout, out.stdout

@@ -7,11 +7,10 @@ from flax import nnx
 
 from prover_jax.models import qwen3_5
 
+from helpers.tiny import tiny_config
+
 L, A = qwen3_5.LINEAR, qwen3_5.FULL
-CFG = qwen3_5.Qwen3_5Config(
-    vocab_size=80, hidden_size=48, intermediate_size=64, num_hidden_layers=4, num_attention_heads=4,
-    num_key_value_heads=2, head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,
-    linear_key_head_dim=8, linear_value_head_dim=8, layer_types=(L, A, L, A))
+CFG = tiny_config((L, A, L, A), vocab_size=80, hidden_size=48, intermediate_size=64, head_dim=16)
 
 
 def model_and_tokens(T=90, B=3, seed=0):

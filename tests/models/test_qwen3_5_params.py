@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 
 import jax.numpy as jnp
 import numpy as np
@@ -9,8 +10,9 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-import hf_fixtures as F
 from prover_jax.models import qwen3_5
+
+from helpers import hf as F
 
 L, A = "linear_attention", "full_attention"
 
@@ -73,10 +75,9 @@ def test_export_loads_in_transformers_sharded_with_index(tmp_path):
                                   np.asarray(model(jnp.asarray(tokens))))
 
 
-def test_save_casts_to_requested_dtype_but_keeps_fp32_tensors(tmp_path):
-    src, out = tmp_path / "src", tmp_path / "out"
-    F.make_text_checkpoint(src, [L, A], tied=True)
-    qwen3_5.save_hf(qwen3_5.load_hf(str(src)), str(out), dtype=jnp.bfloat16)
+def test_save_casts_to_requested_dtype_but_keeps_fp32_tensors(tmp_path, hf_checkpoint):
+    out = tmp_path / "out"
+    qwen3_5.save_hf(qwen3_5.load_hf(hf_checkpoint([L, A])), str(out), dtype=jnp.bfloat16)
     t = read_all(out)
     assert t["model.layers.0.mlp.up_proj.weight"].dtype == torch.bfloat16
     assert t["model.layers.0.linear_attn.A_log"].dtype == torch.float32
@@ -101,9 +102,9 @@ def edit_tensors(path, fn):
 
 
 @pytest.fixture
-def ckpt(tmp_path):
-    F.make_text_checkpoint(tmp_path, [L, L, L, A], tied=True)
-    return str(tmp_path)
+def ckpt(tmp_path, hf_checkpoint):
+    """A copy of the session's [L, L, L, A] checkpoint, to break."""
+    return shutil.copytree(hf_checkpoint([L, L, L, A]), str(tmp_path / "ckpt"))
 
 
 def test_unknown_model_type(ckpt):

@@ -4,8 +4,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import hf_fixtures as F
 from prover_jax.models import qwen3_5
+
+from helpers import hf as F
 
 L, A = "linear_attention", "full_attention"
 TOL = 2e-4
@@ -69,11 +70,11 @@ def test_multimodal_layout_matches_transformers(tmp_path):
     assert float(np.abs(ours - ref).max()) <= TOL
 
 
-def test_bf16_compute_is_close_to_fp32(tmp_path):
-    F.make_text_checkpoint(tmp_path, [L, L, L, A], tied=True)
-    tokens = jnp.asarray(np.random.RandomState(4).randint(0, 96, (2, 50)), jnp.int32)
-    f32 = np.asarray(qwen3_5.load_hf(str(tmp_path))(tokens))
-    bf16_model = qwen3_5.load_hf(str(tmp_path), dtype=jnp.float32, compute_dtype=jnp.bfloat16)
+def test_bf16_compute_is_close_to_fp32(hf_checkpoint):
+    path = hf_checkpoint([L, L, L, A])
+    tokens = jnp.asarray(np.random.RandomState(4).randint(0, F.TINY["vocab_size"], (2, 50)), jnp.int32)
+    f32 = np.asarray(qwen3_5.load_hf(path)(tokens))
+    bf16_model = qwen3_5.load_hf(path, dtype=jnp.float32, compute_dtype=jnp.bfloat16)
     out = bf16_model(tokens)
     assert out.dtype == jnp.float32  # logits always fp32
     assert float(np.abs(np.asarray(out) - f32).max()) < 0.1

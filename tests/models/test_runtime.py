@@ -14,11 +14,10 @@ from prover_jax.aot.flops import equations
 from prover_jax.models import qwen3_5
 from prover_jax.models.qwen3_5.model import Runtime, block_period, resolve_runtime
 
+from helpers.tiny import tiny_config
+
 LIN, FULL = qwen3_5.LINEAR, qwen3_5.FULL
-CFG = qwen3_5.Qwen3_5Config(
-    vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=8, num_attention_heads=4,
-    num_key_value_heads=2, head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,
-    linear_key_head_dim=8, linear_value_head_dim=8, layer_types=(LIN, LIN, LIN, FULL) * 2)
+CFG = tiny_config((LIN, LIN, LIN, FULL) * 2, head_dim=16)
 
 
 def _inputs(B=2, T=40):

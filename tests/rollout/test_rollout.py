@@ -4,32 +4,23 @@ continuations restore env + history exactly, groups share one prefill, bad respo
 import jax
 import numpy as np
 import pytest
-from flax import nnx
 
 from prover_jax import envs
 from prover_jax.envs.pool import EnvPool
-from prover_jax.models import qwen3_5
-from prover_jax.rollout import (CONTEXT_LIMIT, DONE, TURN_LIMIT, Rollout, RolloutConfig, env_corpus,
-                                train_tokenizer)
+from prover_jax.rollout import CONTEXT_LIMIT, DONE, TURN_LIMIT, Rollout, RolloutConfig
 from prover_jax.sampling import Driver, Engine, SamplingParams
 
-L, A = qwen3_5.LINEAR, qwen3_5.FULL
-CFG = qwen3_5.Qwen3_5Config(
-    vocab_size=1024, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
-    num_key_value_heads=2, head_dim=8, linear_num_key_heads=2, linear_num_value_heads=4,
-    linear_key_head_dim=8, linear_value_head_dim=8, layer_types=(L, A), tie_word_embeddings=False)
+from helpers.tiny import tiny_config, tiny_model
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    return train_tokenizer(env_corpus("household", range(20)), vocab_size=1024)
+def tokenizer(household_tokenizer):
+    return household_tokenizer
 
 
 @pytest.fixture(scope="module")
 def model():
-    m = qwen3_5.Qwen3_5(CFG, rngs=nnx.Rngs(0))
-    m.lm_head.set_value(m.lm_head.get_value() * 30.0)  # spread logits: greedy far from ties
-    return m
+    return tiny_model(tiny_config(vocab_size=1024), logit_scale=30.0)  # spread logits: greedy far from ties
 
 
 @pytest.fixture(scope="module")
@@ -145,6 +136,6 @@ def test_bad_responses_give_feedback(name):
     with EnvPool(name, 1) as p:
         p.reset([0])
         for response in bad:
-            action, obs, reward, done, info, snap = p.act({0: response})[0]
-            assert info["valid"] is False and not done and reward == 0.0, response[:40]
-            assert isinstance(obs, str) and obs
+            step = p.act({0: response})[0]
+            assert step.info["valid"] is False and not step.done and step.reward == 0.0, response[:40]
+            assert isinstance(step.observation, str) and step.observation

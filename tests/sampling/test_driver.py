@@ -2,22 +2,19 @@
 
 import numpy as np
 import pytest
-from flax import nnx
 
-from prover_jax.models import qwen3_5
 from prover_jax.sampling import Driver, Engine, Request, SamplingParams
 from prover_jax.sampling.driver import CACHE_FULL, LENGTH, STOP
 
-from test_engine import CFG, prompt
+from helpers.tiny import prompt, tiny_model
 
 MAX_LEN = 40
 
 
 @pytest.fixture(scope="module")
 def engine():
-    model = qwen3_5.Qwen3_5(CFG, rngs=nnx.Rngs(0))
-    model.lm_head.set_value(model.lm_head.get_value() * 30.0)
-    return Engine(model, max_concurrent_decodes=3, max_prefill_length=16, max_target_length=MAX_LEN)
+    return Engine(tiny_model(logit_scale=30.0), max_concurrent_decodes=3, max_prefill_length=16,
+                  max_target_length=MAX_LEN)
 
 
 def requests():

@@ -6,33 +6,24 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from prover_jax.models import qwen3_5
 from prover_jax.sampling import Engine, SamplingParams, kept_mask, sample
 
-L, A = qwen3_5.LINEAR, qwen3_5.FULL
-CFG = qwen3_5.Qwen3_5Config(
-    vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
-    num_key_value_heads=2, head_dim=8, linear_num_key_heads=2, linear_num_value_heads=4,
-    linear_key_head_dim=8, linear_value_head_dim=8, layer_types=(L, A))
+from helpers.tiny import prompt, tiny_config, tiny_model
+
+CFG = tiny_config()
 SLOTS, MAX_PREFILL, MAX_LEN = 4, 16, 40
 GREEDY = SamplingParams()
 
 
 @pytest.fixture(scope="module")
 def setup():
-    model = qwen3_5.Qwen3_5(CFG, rngs=nnx.Rngs(0))
-    # spread the logits (std ~3) so greedy choices are far from ties
-    model.lm_head.set_value(model.lm_head.get_value() * 30.0)
+    model = tiny_model(CFG, logit_scale=30.0)  # logits of std ~3: greedy choices far from ties
     engine = Engine(model, max_concurrent_decodes=SLOTS, max_prefill_length=MAX_PREFILL,
                     max_target_length=MAX_LEN)
     graphdef, params = nnx.split(model)
     # causal model: right padding to MAX_LEN does not change the logits of earlier positions
     forward = jax.jit(lambda p, t: nnx.merge(graphdef, p)(t))
     return engine, engine.load_params(), forward
-
-
-def prompt(n, seed):
-    return np.asarray(jax.random.randint(jax.random.PRNGKey(100 + seed), (n,), 0, CFG.vocab_size))
 
 
 def pad(tokens, length=MAX_PREFILL):

@@ -1,7 +1,6 @@
 """Extension, fork, stop strings, weight swaps, queueing and a sharded decode state, each checked
 against a fresh prefill of the full text (what the driver must be equivalent to)."""
 
-import jax
 import numpy as np
 import pytest
 from flax import nnx
@@ -11,9 +10,9 @@ from prover_jax import sharding
 from prover_jax.models import qwen3_5
 from prover_jax.sampling import STOP, Context, Driver, Engine, Request, SamplingParams
 
-from test_engine import CFG, prompt
+from helpers.tiny import DIMS, prompt, tiny_model
 
-MAX_LEN = 96
+MAX_LEN = 96  # the shared tiny_engine's (tests/conftest.py)
 ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789<>"  # one char per id
 HOT = SamplingParams(temperature=1.0)
 
@@ -23,14 +22,14 @@ def decode(ids):
 
 
 def make_model(seed=0, mesh=None):
-    model = qwen3_5.Qwen3_5(CFG, rngs=nnx.Rngs(seed))
-    model.lm_head.set_value(model.lm_head.get_value() * 30.0)
+    model = tiny_model(seed=seed, logit_scale=30.0)
     return model if mesh is None else qwen3_5.shard_model(model, mesh)
 
 
 @pytest.fixture(scope="module")
-def engine():
-    return Engine(make_model(), max_concurrent_decodes=3, max_prefill_length=16, max_target_length=MAX_LEN)
+def engine(tiny_engine):
+    assert tiny_engine.max_target_length == MAX_LEN
+    return tiny_engine
 
 
 def fresh(driver, tokens, **kw):
@@ -154,7 +153,7 @@ def test_submit_step_queueing(engine):
 def test_bad_input_keeps_driver_usable(engine):
     driver = Driver(engine)
     good = Request(prompt(5, 8), max_new_tokens=3)
-    for bad, match in [(Request([1, 2, CFG.vocab_size]), "outside the vocabulary"),
+    for bad, match in [(Request([1, 2, DIMS["vocab_size"]]), "outside the vocabulary"),
                        (Request([1.5, 2.0]), "integer token ids"),
                        (Request([]), "empty prompt"),
                        (Request(prompt(MAX_LEN + 1, 0)), "max_target_length")]:

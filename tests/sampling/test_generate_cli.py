@@ -11,13 +11,11 @@ import numpy as np
 import pytest
 from absl import flags
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "models"))
-import hf_fixtures as F  # noqa: E402
-from prover_jax.convert import save_checkpoint  # noqa: E402
-from prover_jax.models import qwen3_5  # noqa: E402
-from prover_jax.sampling import cli  # noqa: E402
+from prover_jax.convert import save_checkpoint
+from prover_jax.models import qwen3_5
+from prover_jax.sampling import cli
 
-from test_hf_generate import LOGPROB_TOL, MIN_GAP, hf_greedy, make_checkpoint  # noqa: E402
+from helpers.hf import LOGPROB_TOL, MIN_GAP, TINY, hf_greedy, log_softmax_at, make_greedy_checkpoint
 
 L, A = "linear_attention", "full_attention"
 N_NEW = 10
@@ -28,7 +26,7 @@ def word_tokenizer(path):
     """Token id i <-> word 'w{i}' (0: <unk>, 1: <eos>), whitespace-split; decode joins with spaces."""
     from tokenizers import Tokenizer, models, pre_tokenizers
 
-    vocab = {"<unk>": 0, "<eos>": 1, **{f"w{i}": i for i in range(2, F.TINY["vocab_size"])}}
+    vocab = {"<unk>": 0, "<eos>": 1, **{f"w{i}": i for i in range(2, TINY["vocab_size"])}}
     tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tok.save(os.path.join(path, "tokenizer.json"))
@@ -46,7 +44,7 @@ def ckpt(tmp_path_factory):
     """(HF folder with tokenizer, HF greedy references [(tokens, logits)] of PROMPTS, (eos, k0), (stop,
     k1)): prompt 0 first produces the extra EOS id at k0, prompt 1 the stop word at k1, 2 <= k < N_NEW."""
     path = str(tmp_path_factory.mktemp("hf"))
-    hf = make_checkpoint(path, [L, L, L, A], True, 3)
+    hf = make_greedy_checkpoint(path, [L, L, L, A], True, 3)
     refs = [hf_greedy(hf, np.asarray(p), N_NEW) for p in PROMPTS]
     for tokens, logits in refs:
         top2 = np.sort(logits, axis=-1)[:, -2:]
@@ -75,13 +73,6 @@ def run_cli(capsys, *args):
 
 def prompt_ids(prompts):
     return "--prompt_ids=" + ";".join(",".join(map(str, p)) for p in prompts)
-
-
-def log_softmax_at(logits_NxV, tokens_N):
-    logits = logits_NxV.astype(np.float64)
-    m = logits.max(axis=-1, keepdims=True)
-    logp = logits - m - np.log(np.exp(logits - m).sum(axis=-1, keepdims=True))
-    return logp[np.arange(len(tokens_N)), tokens_N]
 
 
 def test_greedy_matches_transformers(ckpt, capsys):
@@ -119,7 +110,7 @@ def test_samples_seeds_and_benchmark(ckpt, capsys):
                                                                        for j in range(3)]
     for x in lines:
         assert len(x["tokens"]) == len(x["logprobs"]) == 6 and max(x["logprobs"]) <= 0
-        assert all(0 <= t < F.TINY["vocab_size"] for t in x["tokens"])
+        assert all(0 <= t < TINY["vocab_size"] for t in x["tokens"])
     assert len({tuple(x["tokens"]) for x in lines}) == 6  # samples differ
     assert set(bench) >= {"generated_tokens", "seconds", "tokens_per_s"}
     assert bench["generated_tokens"] == 36 and bench["seconds"] > 0

@@ -6,25 +6,19 @@ slots; one config also prefills its longer prompts in several pieces. The return
 checked against a full forward pass of our model and against HF's raw logits.
 """
 
-import os
-import sys
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import torch
 from flax import nnx
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "models"))
-import hf_fixtures as F  # noqa: E402
-from prover_jax.models import qwen3_5  # noqa: E402
-from prover_jax.sampling import Driver, Engine, Request, SamplingParams  # noqa: E402
+from prover_jax.models import qwen3_5
+from prover_jax.sampling import Driver, Engine, Request, SamplingParams
+
+from helpers.hf import LOGPROB_TOL, MIN_GAP, TINY, hf_greedy, log_softmax_at, make_greedy_checkpoint
 
 L, A = "linear_attention", "full_attention"
 MAX_LEN = 64
-LOGPROB_TOL = 1e-4
-MIN_GAP = 1e-3  # HF's top-2 logit gap at every greedy step: below this the argmax is not well posed
 
 # name -> (layer_types, tied, overrides, seed, slots, max_prefill_length,
 #          [(prompt length, new tokens)]); the prompt lengths use two prefill buckets (compile time)
@@ -37,46 +31,12 @@ CASES = {
 }
 
 
-def make_checkpoint(path, layer_types, tied, seed, **over):
-    """A tiny random HF checkpoint whose greedy continuations are varied and well separated.
-
-    Freshly initialised tiny models (tied ones especially) echo their input token forever; scaling
-    the projections that write into the residual stream lets the layers, not the token embedding,
-    decide the next token, and scaling the final norm spreads the logits.
-    """
-    model = F.make_text_checkpoint(path, layer_types, tied=tied, seed=seed, **over)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith(("down_proj.weight", "o_proj.weight", "out_proj.weight")):
-                p.mul_(30.0)
-        w = model.model.norm.weight
-        w.copy_((1.0 + w) * 5.0 - 1.0)  # Qwen3.5 RMSNorm scales by (1 + w)
-    model.save_pretrained(path)
-    return model
-
-
-def hf_greedy(model, prompt, n_new):
-    """(new tokens, raw logits [n_new, V]) from HF greedy generate, batch 1, EOS disabled."""
-    ids = torch.tensor(np.asarray(prompt, np.int64)[None])
-    with torch.no_grad():  # explicit mask: else a prompt token equal to pad_token_id reads as padding
-        out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
-                             max_new_tokens=n_new, min_new_tokens=n_new, eos_token_id=None,
-                             pad_token_id=0, output_logits=True, return_dict_in_generate=True)
-    tokens = out.sequences[0, len(prompt):].numpy()
-    return tokens, torch.cat(out.logits).float().numpy()
-
-
-def log_softmax_at(logits_NxV, tokens_N):
-    logp = np.asarray(jax.nn.log_softmax(jnp.asarray(logits_NxV, jnp.float32), axis=-1))
-    return logp[np.arange(len(tokens_N)), tokens_N]
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_greedy_matches_transformers_generate(name, tmp_path):
     layer_types, tied, over, seed, slots, max_prefill, shapes = CASES[name]
-    hf = make_checkpoint(tmp_path, layer_types, tied, seed, **over)
+    hf = make_greedy_checkpoint(tmp_path, layer_types, tied, seed, **over)
     rng = np.random.RandomState(7)
-    prompts = [rng.randint(0, F.TINY["vocab_size"], n).astype(np.int32) for n, _ in shapes]
+    prompts = [rng.randint(0, TINY["vocab_size"], n).astype(np.int32) for n, _ in shapes]
     n_new = [k for _, k in shapes]
 
     model = qwen3_5.load_hf(str(tmp_path), dtype=jnp.float32)

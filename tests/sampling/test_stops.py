@@ -5,16 +5,15 @@ import numpy as np
 import pytest
 
 from prover_jax.rollout.tokenizer import train_tokenizer
-from prover_jax.sampling import STOP, Driver, Engine, Request, SamplingParams
+from prover_jax.sampling import STOP, Driver, Request, SamplingParams
 from prover_jax.sampling.stops import first_match, token_bytes, transitions
 
-from test_engine import CFG, prompt
-from test_extend_fork import MAX_LEN, make_model
+from helpers.tiny import DIMS, prompt
 
 HOT = SamplingParams(temperature=1.0)
 # token t decodes to PIECES[t]: one to four characters, so strings span tokens or sit inside one
 _rng = np.random.default_rng(3)
-PIECES = ["".join(_rng.choice(list("ab<>/x"), size=_rng.integers(1, 5))) for _ in range(CFG.vocab_size)]
+PIECES = ["".join(_rng.choice(list("ab<>/x"), size=_rng.integers(1, 5))) for _ in range(DIMS["vocab_size"])]
 
 
 def decode(ids):
@@ -64,8 +63,8 @@ def test_byte_level_token_bytes_concatenate_to_the_decoded_text():
 
 
 @pytest.fixture(scope="module")
-def engine():
-    return Engine(make_model(), max_concurrent_decodes=3, max_prefill_length=16, max_target_length=MAX_LEN)
+def engine(tiny_engine):
+    return tiny_engine
 
 
 def stops_of(text_tokens):
@@ -119,11 +118,11 @@ def test_warmup_leaves_nothing_to_compile(engine):
     assert driver.warmup(stop_strings=("b>x",)) > 0
     counter = CompileCounter()
     rng = np.random.default_rng(0)
-    reqs = [Request(rng.integers(0, CFG.vocab_size, n).tolist(), HOT, max_new_tokens=6, seed=i,
+    reqs = [Request(rng.integers(0, DIMS["vocab_size"], n).tolist(), HOT, max_new_tokens=6, seed=i,
                     num_samples=k, stop_strings=("b>x",), keep_context=True)
             for i, (n, k) in enumerate([(3, 1), (9, 2), (16, 1), (40, 1), (5, 3)])]
     out = driver.run(reqs)
     ctx = [c.context for group in out for c in group if c.context is not None]
-    driver.run([Request(rng.integers(0, CFG.vocab_size, 4).tolist(), HOT, max_new_tokens=4, context=x)
+    driver.run([Request(rng.integers(0, DIMS["vocab_size"], 4).tolist(), HOT, max_new_tokens=4, context=x)
                 for x in ctx[:3]])
     assert counter.take() == 0

@@ -3,19 +3,18 @@ stop strings, usage), greedy output equal to prover-generate's on the same rende
 parsing, and errors in OpenAI's shape (400 / 404 / 503) after which the server keeps serving."""
 
 import json
-import os
-import sys
 
 import httpx
 import openai
 import pytest
 from absl import flags
 
-sys.path.insert(0, os.path.dirname(__file__))
-import serve_fixtures as SF  # noqa: E402
-from prover_jax.serving.app import create_app  # noqa: E402
-from prover_jax.serving.cli import ServerThread, build_service  # noqa: E402
-from prover_jax.serving.tools import parse_tool_calls  # noqa: E402
+from prover_jax.serving.app import create_app
+from prover_jax.serving.cli import ServerThread, build_service
+from prover_jax.serving.tools import parse_tool_calls
+
+from helpers import serving as SF
+from helpers.serving import judge_traj
 
 MODEL = "tiny-qwen"
 MAX_TARGET = 4096
@@ -343,15 +342,6 @@ def test_forced_propose_segment_fits_a_small_budget(client):
     text = r.choices[0].message.content
     assert r.choices[0].finish_reason == "stop" and schema_errors(json.loads(text), numbers) == []
     assert text == json.dumps(json.loads(text), separators=(",", ":"))
-
-
-def judge_traj(steps, success):
-    from prover_jax.rollout.trajectory import Trajectory, Turn
-
-    turns = [Turn(0, 0, f"<action>{a}</action>", a, True, o, 0.0, "stop") for a, o in steps]
-    return Trajectory(env="household", seed=1, uid=0, task="Your task is to: put a clean mug in cabinet 1.",
-                      turns=turns, snapshots=list(range(len(steps) + 1)), success=success,
-                      score=float(success), termination="done")
 
 
 def test_openai_judge_end_to_end(server):

@@ -7,25 +7,19 @@ import sys
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
-from flax import nnx
 from jax.sharding import PartitionSpec as P
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "models"))
-import hf_fixtures as F  # noqa: E402
-from prover_jax import sharding  # noqa: E402
-from prover_jax.models import qwen3_5  # noqa: E402
+from prover_jax import sharding
+from prover_jax.models import qwen3_5
 
 L, A = "linear_attention", "full_attention"
 pytestmark = pytest.mark.skipif(jax.device_count() < 8, reason="needs 8 (simulated) devices")
 
 
 @pytest.fixture(scope="module")
-def ckpt(tmp_path_factory):
-    path = tmp_path_factory.mktemp("ckpt")
-    F.make_text_checkpoint(path, [L, L, L, A], tied=False)
-    return str(path)
+def ckpt(hf_checkpoint):
+    return hf_checkpoint([L, L, L, A], tied=False)
 
 
 @pytest.mark.parametrize("shape", [(1, 4, 2), (1, 2, 4), (2, 2, 2), (1, 8, 1)])

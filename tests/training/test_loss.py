@@ -10,12 +10,11 @@ from prover_jax.aot.flops import equations
 from prover_jax.models import qwen3_5
 from prover_jax.training.loss import AGGREGATIONS, aggregate, grpo_loss, token_logprobs
 
+from helpers.tiny import tiny_config, tiny_model
+
 # one full-attention layer (log-prob chunking does not depend on the layers; it compiles fast);
 # vocab 80 is a width no other activation has, so logits are recognisable by shape
-CFG = qwen3_5.Qwen3_5Config(
-    vocab_size=80, hidden_size=32, intermediate_size=48, num_hidden_layers=1, num_attention_heads=4,
-    num_key_value_heads=2, head_dim=8, linear_num_key_heads=2, linear_num_value_heads=4,
-    linear_key_head_dim=8, linear_value_head_dim=8, layer_types=(qwen3_5.FULL,))
+CFG = tiny_config((qwen3_5.FULL,), vocab_size=80)
 B, L = 5, 12
 EPS = dict(eps_low=0.2, eps_high=0.28)
 
@@ -208,8 +207,7 @@ def test_aggregate_rejects_unknown_mode():
 
 @pytest.fixture(scope="module")
 def model():
-    m = qwen3_5.Qwen3_5(CFG, rngs=nnx.Rngs(0))
-    m.lm_head.set_value(m.lm_head.get_value() * 10.0)  # a peakier distribution than at init
+    m = tiny_model(CFG, logit_scale=10.0)  # a peakier distribution than at init
     return m
 
 

@@ -26,20 +26,14 @@ import time
 import numpy as np
 import pytest
 
+from helpers.demo_config import PATH as DEMO_CONFIG
+from helpers.demo_config import pod_config
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CONFIG = os.path.join(ROOT, "tests", "training", "pod_tiny.py")
+CONFIG = DEMO_CONFIG + ":pod"  # the file every launch reads, and its variant
 LAUNCH_TIMEOUT_S = 400
 # every launch after the first reuses the compiled programs (jax's persistent compilation cache)
 CACHE_DIR = os.path.join(os.environ.get("PYTEST_CACHE_ROOT", "/tmp"), f"prover-jax-cache-{os.getpid()}")
-
-
-def pod_config():
-    """tests/training/pod_tiny.py's config (the file every launch reads)."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("pod_tiny", CONFIG)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config()
 
 
 def free_port() -> int:
@@ -103,7 +97,7 @@ def launch(n, devices_each, args, log_dir) -> list[int]:
 
 @pytest.fixture(scope="module")
 def policy(tmp_path_factory):
-    """The SFT warm start of pod_tiny.py on one device, saved as a prover checkpoint."""
+    """The SFT warm start of the pod config on one device, saved as a prover checkpoint."""
     from flax import nnx
 
     from prover_jax.convert.orbax_io import save_checkpoint

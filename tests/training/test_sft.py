@@ -7,14 +7,10 @@ import numpy as np
 import optax
 from flax import nnx
 
-from prover_jax.models import qwen3_5
 from prover_jax.training.loss import token_logprobs
 from prover_jax.training.sft import loss_positions, make_sft_step, sft_schedule
 
-CFG = qwen3_5.Qwen3_5Config(
-    vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
-    num_key_value_heads=2, head_dim=8, linear_num_key_heads=2, linear_num_value_heads=4,
-    linear_key_head_dim=8, linear_value_head_dim=8, layer_types=(qwen3_5.LINEAR, qwen3_5.FULL))
+from helpers.tiny import tiny_model
 
 
 def test_schedule_warms_up_then_decays_to_the_floor():
@@ -28,7 +24,7 @@ def test_schedule_warms_up_then_decays_to_the_floor():
 
 
 def test_step_loss_is_masked_nll_and_decreases():
-    model = qwen3_5.Qwen3_5(CFG, rngs=nnx.Rngs(0))
+    model = tiny_model()
     graphdef, params = nnx.split(model)
     rng = np.random.default_rng(0)
     tokens = jnp.asarray(rng.integers(3, 64, (4, 24)), jnp.int32)

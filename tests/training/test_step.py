@@ -12,11 +12,9 @@ from prover_jax.training.config import default_config
 from prover_jax.training.step import (init_train_state, make_logprob_fn, make_optimizer,
                                       make_train_step)
 
-LIN, FULL = qwen3_5.LINEAR, qwen3_5.FULL
-CFG = qwen3_5.Qwen3_5Config(
-    vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
-    num_key_value_heads=2, head_dim=8, linear_num_key_heads=2, linear_num_value_heads=4,
-    linear_key_head_dim=8, linear_value_head_dim=8, layer_types=(LIN, FULL))
+from helpers.tiny import tiny_config, tiny_model
+
+CFG = tiny_config()
 L = 12
 
 
@@ -33,7 +31,7 @@ def loss_cfg(**kw):
 
 
 def new_model(mesh=None):
-    m = qwen3_5.Qwen3_5(CFG, rngs=nnx.Rngs(0))
+    m = tiny_model(CFG)
     return m if mesh is None else qwen3_5.shard_model(m, mesh)
 
 

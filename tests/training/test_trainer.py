@@ -12,17 +12,35 @@ from prover_jax.models import qwen3_5
 from prover_jax.training import trainer as trainer_lib
 from prover_jax.training.loss import check_sampling
 from prover_jax.training.run import train
-from tiny import load_config_file
 
-
-def tiny_config():
-    """configs/demo.py shrunk to seconds (tests/training/tiny.py)."""
-    return load_config_file(os.path.join(os.path.dirname(__file__), "tiny.py"))
+from helpers.demo_config import trainer_config as tiny_config
 
 
 def rows(workdir):
     with open(os.path.join(workdir, "metrics.jsonl")) as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def check_step_row(r, c):
+    """A training row's figures agree with each other and with the config (what the trainer zero-fills
+    must still add up): episode counts, turns and tokens, ProVer's funnel, a random judge's cost, times."""
+    G, N, R = c.rollout.groups_per_step, c.rollout.group_size, c.rollout.max_action_tokens
+    assert r["episodes"] == r["trained_episodes"] == G * N and len(r["tasks"]) == G  # ProVer adds no episodes
+    wins = r["success_rate"] * G * N
+    assert wins == round(wins), r["success_rate"]  # a whole number of successful episodes
+    assert r["turns"] == pytest.approx(r["turns_total"] / (G * N)) and 1 <= r["turns"] <= c.env.kwargs.max_turns
+    assert r["turns_total"] <= r["policy_tokens"] <= R * r["turns_total"]  # 1 .. R tokens per response
+    assert np.isfinite(r["loss"]) and np.isfinite(r["kl"]) and r["applied"] is True
+    # eligible groups are mixed ones: at most one per success and per failure
+    assert r["prover/proposals"] == r["prover/eligible_groups"] <= min(G, wins, G * N - wins)
+    assert r["prover/accepted"] <= r["prover/valid_proposals"] <= r["prover/proposals"]
+    n_valid = r["prover/valid_proposals"]
+    assert r["prover/acceptance_rate"] == (r["prover/accepted"] / n_valid if n_valid else 0.0)
+    extra = r["prover/verify_policy_tokens"]
+    assert r["credit/extra_policy_tokens"] == extra and (extra > 0) == (n_valid > 0)  # 2 x k continuations each
+    assert r["prover/extra_token_frac"] == pytest.approx(extra / r["policy_tokens"])
+    assert r["judge/calls"] == r["judge/cost_usd"] == 0  # the random judge calls no model
+    assert r["time/step_s"] >= r["time/update_s"] > 0 and r["time/rollout_s"] > 0
 
 
 def expected_tasks(c, step):
@@ -32,6 +50,7 @@ def expected_tasks(c, step):
 
 def test_train_crash_resume_export(tmp_path, monkeypatch):
     c = tiny_config()
+    c.credit.prover.band_high = 1.0  # a mixed group (1 of 2) is eligible, so ProVer's figures can move
     workdir = str(tmp_path / "run")
     real_step = trainer_lib.Trainer.rl_step
     calls = {"n": 0}
@@ -57,11 +76,11 @@ def test_train_crash_resume_export(tmp_path, monkeypatch):
     assert [r["step"] for r in evals] == [0, 2] and all(r["eval/episodes"] == 2 for r in evals)
     assert summary["eval_after_rl"] == {k: v for k, v in evals[-1].items() if k != "step"}
     assert summary["success_before_rl"] == summary["eval_before_rl"]["eval/success"] == evals[0]["eval/success"]
-    for key in ("success_rate", "loss", "kl", "prover/eligible_groups", "prover/proposals",
-                "prover/valid_proposals", "prover/accepted", "prover/acceptance_rate", "prover/segment_len",
-                "prover/delta_mean", "prover/extra_token_frac", "judge/calls", "judge/cost_usd",
-                "time/rollout_s", "time/judge_s", "time/verify_s", "time/update_s"):
-        assert key in got[1], key
+    for r in got:
+        check_step_row(r, c)
+    # spending totals run on across the crash: each step counted once
+    for key in ("policy_tokens", "credit/extra_policy_tokens", "judge/calls"):
+        assert [r[f"total/{key}"] for r in got] == [got[0][key], got[0][key] + got[1][key]], key
     assert "sft" not in summary or summary["sft"]["demos"] > 0
     assert 0.0 <= summary["success_after_rl"] <= 1.0 and os.path.exists(summary["plot"])
     assert qwen3_5.Qwen3_5Config.from_pretrained(str(tmp_path / "hf")).vocab_size == 1024

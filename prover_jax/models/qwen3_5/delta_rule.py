@@ -27,6 +27,19 @@ from jax import lax
 
 _HI = lax.Precision.HIGHEST
 
+# Chunk length of `chunked` on CPU, and the model's default (`Runtime.gdn_chunk`, `GatedDeltaNet`). 16
+# measured fastest on CPU (vs 64: prefill of 512 tokens 1.8x, a training forward + backward 4x),
+# because the in-chunk inverse there is a C-step substitution.
+GDN_CHUNK = 16
+# Chunk length on TPU / GPU, on purpose not GDN_CHUNK: there the in-chunk inverse is blockwise
+# (GDN_INVERSE_BLOCK) and the matmuls take bf16 inputs, so a longer chunk gives fewer, larger matmuls
+# and fewer steps of the scan over chunks. It is also the chunk of transformers' reference
+# (chunk_gated_delta_rule), hence `chunked`'s default.
+GDN_ACCEL_CHUNK = 64
+# Diagonal block of the blockwise (I + L)^-1 on TPU / GPU (`blockwise_unit_lower_inverse`): its own
+# knob, equal to GDN_CHUNK in value only.
+GDN_INVERSE_BLOCK = 16
+
 
 def l2norm(x: jax.Array, eps: float = 1e-6) -> jax.Array:
     """x * rsqrt(sum(x^2) + eps) over the last axis."""
@@ -109,7 +122,7 @@ def _diag_blocks(x: jax.Array, n: int) -> jax.Array:
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
-def blockwise_unit_lower_inverse(strict_CxC: jax.Array, block: int = 16) -> jax.Array:
+def blockwise_unit_lower_inverse(strict_CxC: jax.Array, block: int = GDN_INVERSE_BLOCK) -> jax.Array:
     """(I + L)^-1 for strictly lower-triangular L (batched over leading axes), equal to
     `unit_lower_inverse` up to rounding, with a b-step (b = block) sequential part instead of a C-step one.
 
@@ -158,19 +171,20 @@ def _matmul(spec: str, a: jax.Array, b: jax.Array, dtype) -> jax.Array:
 def backend_defaults(platform: str) -> dict:
     """`chunked` keyword arguments for a backend ("cpu", "tpu", "gpu"/"cuda"/"rocm").
 
-    cpu: chunk 16, fp32 HIGHEST matmuls, plain substitution. tpu, gpu: chunk 64, bf16 matmul inputs
-    with fp32 accumulation (state, decays and (I + L)^-1 in fp32), blockwise inverse with 16 x 16
-    diagonal blocks.
+    cpu: chunk GDN_CHUNK (16), fp32 HIGHEST matmuls, plain substitution. tpu, gpu: chunk GDN_ACCEL_CHUNK
+    (64), bf16 matmul inputs with fp32 accumulation (state, decays and (I + L)^-1 in fp32), blockwise
+    inverse with GDN_INVERSE_BLOCK x GDN_INVERSE_BLOCK (16 x 16) diagonal blocks.
     """
     platform = platform.lower()
     if platform == "cpu":
-        return dict(chunk_size=16, matmul_dtype=None, inverse_block=None)
+        return dict(chunk_size=GDN_CHUNK, matmul_dtype=None, inverse_block=None)
     if platform in ("tpu", "gpu", "cuda", "rocm"):
-        return dict(chunk_size=64, matmul_dtype=jnp.bfloat16, inverse_block=16)
+        return dict(chunk_size=GDN_ACCEL_CHUNK, matmul_dtype=jnp.bfloat16,
+                    inverse_block=GDN_INVERSE_BLOCK)
     raise ValueError(f"unknown platform {platform!r}")
 
 
-def chunked(q, k, v, g, beta, state=None, chunk_size: int = 64, matmul_dtype=None,
+def chunked(q, k, v, g, beta, state=None, chunk_size: int = GDN_ACCEL_CHUNK, matmul_dtype=None,
             inverse_block: int | None = None):
     """Chunk-parallel form of `recurrent` (same outputs up to float rounding).
 

@@ -31,6 +31,7 @@ from flax import nnx
 from jax.sharding import Mesh
 
 from prover_jax.models.qwen3_5.config import FULL, Qwen3_5Config
+from prover_jax.models.qwen3_5.delta_rule import GDN_CHUNK
 from prover_jax.models.qwen3_5.layers import (MLP, Attention, GatedDeltaNet, GDNCache, KVCache, RMSNorm,
                                               _normal, _param)
 from prover_jax.sharding import constrain
@@ -47,7 +48,7 @@ class Runtime:
     scan_layers: bool = False
     remat: str = "none"  # none | full | dots
     attention: str = "dense"  # dense | splash | cudnn | xla (the last two: jax.nn.dot_product_attention)
-    gdn_chunk: int = 16
+    gdn_chunk: int = GDN_CHUNK
     gdn_matmul_dtype: str | None = None  # None: fp32 (HIGHEST); "bfloat16": bf16 inputs, fp32 accumulation
     gdn_inverse_block: int | None = None  # None: C-step substitution; b: blockwise (I + L)^-1, b x b blocks
 
@@ -198,6 +199,25 @@ class Qwen3_5(nnx.Module):
         if not cfg.tie_word_embeddings:
             self.lm_head = _param(rngs, _normal(), (cfg.hidden_size, cfg.vocab_size), param_dtype,
                                   ("embed", "vocab"))
+
+    # The sampling engine's model contract (prover_jax.sampling.model_api.DecodeModel): the cache
+    # functions below, `hidden` (cached mode) and `logits`.
+    @property
+    def vocab_size(self) -> int:
+        return self.config.vocab_size
+
+    def init_cache(self, batch: int, max_length: int, dtype=jnp.float32) -> Cache:
+        """An empty `Cache` of `batch` rows of up to `max_length` tokens (module-level `init_cache`)."""
+        return init_cache(self.config, batch, max_length, dtype)
+
+    def cache_axes(self, tensor: int = 1) -> Cache:
+        """Logical axis names of `init_cache`'s arrays (module-level `cache_axes`)."""
+        return cache_axes(self.config, tensor)
+
+    @staticmethod
+    def cache_lengths(cache: Cache) -> jax.Array:
+        """int32 [B]: tokens already in each row of `cache`."""
+        return cache.pos
 
     def hidden(self, tokens_BxT, *, mask_BxT=None, positions_BxT=None, cache: Cache | None = None,
                valid_len_B=None):

@@ -1,5 +1,6 @@
 """A tiny random Qwen3.5 checkpoint with a byte-level tokenizer and a Qwen-style chat template (with
-tools and `<tool_call>` blocks), for prover-serve tests and benchmarks.
+tools and `<tool_call>` blocks), for prover-serve tests and benchmarks (bench/serve.py); and the
+household trajectories the judge tests send to it.
 
 Token ids: 0..255 the bytes (GPT-2 byte alphabet), then <|endoftext|>, <|im_start|>, <|im_end|> (EOS)
 and the plain added tokens <tool_call>, </tool_call>, <think>, </think>; the model's vocabulary is
@@ -10,10 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "sampling"))
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "models"))
+from helpers.hf import make_greedy_checkpoint
 
 VOCAB = 264
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -78,11 +77,19 @@ def save_tokenizer(path: str):
 
 def make_serving_checkpoint(path: str, seed: int = 3) -> str:
     """HF folder: a 2-layer (linear + full attention) random model, its tokenizer and chat template."""
-    from test_hf_generate import make_checkpoint
-
-    make_checkpoint(path, ["linear_attention", "full_attention"], True, seed, vocab_size=VOCAB,
-                    eos_token_id=EOS_ID, max_position_embeddings=4096)
+    make_greedy_checkpoint(path, ["linear_attention", "full_attention"], True, seed, vocab_size=VOCAB,
+                           eos_token_id=EOS_ID, max_position_embeddings=4096)
     save_tokenizer(path)
     with open(os.path.join(path, "generation_config.json"), "w") as f:
         json.dump({"eos_token_id": [EOS_ID]}, f)
     return path
+
+
+def judge_traj(steps, success):
+    """A household trajectory of (action, observation) turns, as a judge sees it."""
+    from prover_jax.rollout.trajectory import Trajectory, Turn
+
+    turns = [Turn(0, 0, f"<action>{a}</action>", a, True, o, 0.0, "stop") for a, o in steps]
+    return Trajectory(env="household", seed=1, uid=0, task="Your task is to: put a clean mug in cabinet 1.",
+                      turns=turns, snapshots=list(range(len(steps) + 1)), success=success,
+                      score=float(success), termination="done")

@@ -1,4 +1,5 @@
-"""Tiny random Qwen3.5 checkpoints written by transformers (torch CPU) for parity tests."""
+"""Tiny random Qwen3.5 checkpoints written by transformers (torch CPU), and transformers' logits and
+greedy decoding of them: the references of the parity, conversion, sharding and generation tests."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-TINY = dict(vocab_size=96, hidden_size=64, intermediate_size=96, num_attention_heads=4,
-            num_key_value_heads=2, head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,
-            linear_key_head_dim=16, linear_value_head_dim=8, linear_conv_kernel_dim=4,
-            rms_norm_eps=1e-6, hidden_act="silu", max_position_embeddings=512, eos_token_id=1)
+from helpers.tiny import DIMS
+
+TINY = dict(DIMS, vocab_size=96, hidden_size=64, intermediate_size=96, head_dim=16, linear_key_head_dim=16,
+            linear_conv_kernel_dim=4, rms_norm_eps=1e-6, hidden_act="silu", max_position_embeddings=512,
+            eos_token_id=1)
+LOGPROB_TOL = 1e-4  # our logprobs vs transformers' and vs our own full forward
+MIN_GAP = 1e-3  # HF's top-2 logit gap at every greedy step: below this the argmax is not well posed
 
 
 def text_config(layer_types, tied=True, **over):
@@ -51,6 +55,24 @@ def make_text_checkpoint(path, layer_types, tied=True, seed=0, dtype=torch.float
     return model
 
 
+def make_greedy_checkpoint(path, layer_types, tied, seed, **over):
+    """A tiny random HF checkpoint whose greedy continuations are varied and well separated.
+
+    Freshly initialised tiny models (tied ones especially) echo their input token forever; scaling
+    the projections that write into the residual stream lets the layers, not the token embedding,
+    decide the next token, and scaling the final norm spreads the logits.
+    """
+    model = make_text_checkpoint(path, layer_types, tied=tied, seed=seed, **over)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith(("down_proj.weight", "o_proj.weight", "out_proj.weight")):
+                p.mul_(30.0)
+        w = model.model.norm.weight
+        w.copy_((1.0 + w) * 5.0 - 1.0)  # Qwen3.5 RMSNorm scales by (1 + w)
+    model.save_pretrained(path)
+    return model
+
+
 def make_multimodal_checkpoint(path, layer_types, tied=True, seed=0):
     """The released layout: model.language_model.*, model.visual.*, an mtp.* head, text_config nested."""
     from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration
@@ -80,6 +102,25 @@ def hf_logits(model, tokens, mask=None, positions=None):
             kw["position_ids"] = torch.tensor(np.asarray(positions))
         out = model(input_ids=torch.tensor(np.asarray(tokens)), **kw)
     return out.logits.float().numpy()
+
+
+def hf_greedy(model, prompt, n_new):
+    """(new tokens, raw logits [n_new, V]) from HF greedy generate, batch 1, EOS disabled."""
+    ids = torch.tensor(np.asarray(prompt, np.int64)[None])
+    with torch.no_grad():  # explicit mask: else a prompt token equal to pad_token_id reads as padding
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                             max_new_tokens=n_new, min_new_tokens=n_new, eos_token_id=None,
+                             pad_token_id=0, output_logits=True, return_dict_in_generate=True)
+    tokens = out.sequences[0, len(prompt):].numpy()
+    return tokens, torch.cat(out.logits).float().numpy()
+
+
+def log_softmax_at(logits_NxV, tokens_N):
+    """log softmax(logits)[n, tokens[n]] for each row n, in float64."""
+    logits = np.asarray(logits_NxV, np.float64)
+    m = logits.max(axis=-1, keepdims=True)
+    logp = logits - m - np.log(np.exp(logits - m).sum(axis=-1, keepdims=True))
+    return logp[np.arange(len(tokens_N)), tokens_N]
 
 
 def read_config(path):

@@ -1,0 +1,103 @@
+"""What the engine's programs take and return: a `Prefix` (prefilled rows and their first samples),
+the per-slot `DecodeState`, `ResultTokens`; the slots' end-reason codes and limits; and the host
+helpers that shape their inputs (`raw_key`, `bucket`). The cache inside is the model's (see
+model_api.DecodeModel): a pytree whose every leaf has the row (slot) axis first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@flax.struct.dataclass
+class Prefix:
+    """R prefilled cache rows (prompt in the cache, first sampled token not yet) and N samples."""
+
+    cache: Any  # the model's cache, R rows
+    row_N: jax.Array  # int32, cache row each sample continues
+    token_N: jax.Array  # int32, first sampled token
+    logprob_N: jax.Array  # fp32
+    rng_Nx2: jax.Array  # uint32 raw keys for the later steps
+    temperature_N: jax.Array
+    top_k_N: jax.Array
+    top_p_N: jax.Array
+
+    @property
+    def num_samples(self) -> int:
+        return self.token_N.shape[0]
+
+
+@flax.struct.dataclass
+class DecodeState:
+    """Per-slot decode state; every array has a leading slot axis of size max_concurrent_decodes."""
+
+    cache: Any  # the model's cache, one row per slot
+    tokens_S: jax.Array  # int32, last sampled token (fed at the next step)
+    rng_Sx2: jax.Array  # uint32 raw keys
+    temperature_S: jax.Array
+    top_k_S: jax.Array
+    top_p_S: jax.Array
+    active_S: jax.Array  # bool
+    # end conditions, checked on the device (see `StopSpec`; a finished slot stops and is frozen)
+    count_S: jax.Array  # int32, tokens sampled so far by the slot's request (the first one included)
+    max_new_S: jax.Array  # int32, its token budget
+    stop_ids_SxK: jax.Array  # int32, ids that end it (-1: none)
+    stop_on_SxP: jax.Array  # bool, which stop strings of the StopTable end it
+    stop_q_SxP: jax.Array  # int32, automaton state of each stop string
+    reason_S: jax.Array  # int32, RUNNING or why the slot stopped
+    hit_S: jax.Array  # int32, row of the stop string that ended it (-1: none)
+
+
+# reason_S codes
+RUNNING, STOPPED_ID, STOPPED_STRING, STOPPED_LENGTH, STOPPED_CACHE_FULL = 0, 1, 2, 3, 4
+MAX_STOP_IDS = 8  # stop ids per request (eos ids included)
+NO_LIMIT = np.iinfo(np.int32).max
+
+
+@flax.struct.dataclass
+class ResultTokens:
+    """Tokens produced by one prefill ([N]) or generate ([slots]) call, with their logprobs.
+    valid[i] is False for slots that produced nothing (inactive or cache full)."""
+
+    tokens: jax.Array  # int32
+    logprobs: jax.Array  # fp32
+    valid: jax.Array  # bool
+    reason: jax.Array | None = None  # int32 [slots]: reason_S after the call (generate only)
+    hit: jax.Array | None = None  # int32 [slots]: hit_S after the call
+
+    def get_result_at_slot(self, slot: int) -> tuple[int, float, bool]:
+        """(token, logprob, valid) of one slot as Python values (host transfer)."""
+        return int(self.tokens[slot]), float(self.logprobs[slot]), bool(self.valid[slot])
+
+
+def raw_key(rng) -> np.ndarray | jax.Array:
+    """A PRNG key as raw uint32[2] data (None -> key 0; an int -> PRNGKey(int))."""
+    if rng is None:
+        rng = 0
+    if isinstance(rng, (int, np.integer)):
+        seed = int(rng)
+        if 0 <= seed < 2 ** 32 and jax.config.jax_default_prng_impl == "threefry2x32":
+            # PRNGKey(seed)'s data, built on the host: no device op (which would wait for the queue)
+            return np.array([0, seed], np.uint32)
+        return jax.random.key_data(jax.random.key(seed))
+    if jnp.issubdtype(rng.dtype, jax.dtypes.prng_key):
+        return jax.random.key_data(rng)
+    return jnp.asarray(rng)
+
+
+# Fewest tokens a prompt piece is padded to: the driver's default `min_bucket` (all short prompts share
+# one prefill shape), hence also the least max_prefill_length prover-generate picks by default.
+MIN_PROMPT_BUCKET = 8
+
+
+def bucket(n: int, minimum: int = 1) -> int:
+    """Smallest power of two >= max(n, minimum): bounds the number of compiled shapes."""
+    size = max(1, minimum)
+    while size < n:
+        size *= 2
+    return size

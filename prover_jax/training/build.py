@@ -1,0 +1,133 @@
+"""What a run is built from, before its first step: the mesh, the tokenizer, the policy, this host's
+sampling engine and the judge served beside training. Functions of the config; the Trainer wires them.
+
+    mesh = make_mesh(mesh_shape(c), devices=mesh_devices(c))
+    tok = tokenizer(c, root, primary)            # the checkpoint's, or trained on the env's text
+    net = model(c, mesh, tok)                     # random | hf | checkpoint, sharded over `mesh`
+    eng, sync = engine(c, mesh, net, params)      # this host's engine + the train -> engine weight copy
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl import logging
+from flax import nnx
+
+from prover_jax import distributed as dist
+from prover_jax.convert.orbax_io import load_checkpoint
+from prover_jax.models import qwen3_5
+from prover_jax.rollout import RolloutConfig, env_corpus, load_tokenizer, train_tokenizer
+from prover_jax.sampling import Engine, SamplingParams
+from prover_jax.training.workdir import local_copy, save_folder
+
+DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
+
+def model_runtime(config, mesh) -> qwen3_5.Runtime:
+    """How the policy's uncached forward runs (model.scan_layers / attention / gdn_*, train.remat),
+    "auto" resolved for the platform of `mesh`'s devices."""
+    m = config.model
+    dtype = m.gdn_matmul_dtype
+    return qwen3_5.resolve_runtime(mesh.devices.flat[0].platform, scan_layers=m.scan_layers,
+                                   remat=config.train.remat, attention=m.attention, gdn_chunk=m.gdn_chunk,
+                                   gdn_matmul_dtype=None if dtype == "float32" else dtype)
+
+
+def mesh_shape(config) -> tuple[int, int, int]:
+    return (config.mesh.data, config.mesh.fsdp, config.mesh.tensor)
+
+
+def mesh_devices(config) -> list:
+    """All devices, or (one process) the first prod(mesh) of them when the mesh is fully specified
+    and smaller (e.g. a one-device CPU demo on a host that exposes several)."""
+    shape, devices = mesh_shape(config), jax.devices()
+    if -1 not in shape and int(np.prod(shape)) < len(devices) and jax.process_count() == 1:
+        logging.warning("mesh %s uses %d of %d devices", shape, int(np.prod(shape)), len(devices))
+        return devices[:int(np.prod(shape))]
+    return devices
+
+
+def env_kwargs(config) -> dict:
+    """config.env.kwargs as a plain dict (the pool's and the tokenizer corpus's env kwargs)."""
+    kw = config.env.kwargs
+    return dict(kw.to_dict() if hasattr(kw, "to_dict") else kw)
+
+
+def rollout_config(config, sampling: SamplingParams) -> RolloutConfig:
+    r = config.rollout
+    return RolloutConfig(sampling=sampling, max_action_tokens=r.max_action_tokens,
+                         max_turns=r.max_turns or None, seed=config.seed, system_prompt=r.system_prompt or None)
+
+
+def tokenizer(config, root, primary: bool):
+    """The checkpoint's tokenizer, or one trained on the env's text by process 0 and saved in
+    root/tokenizer (the other processes wait, then load it)."""
+    c = config
+    if c.model.init in ("hf", "checkpoint"):
+        return load_tokenizer(c.model.path)
+    path = root / "tokenizer"
+    if primary and not (path / "tokenizer.json").exists():
+        r = rollout_config(c, SamplingParams())
+        corpus = env_corpus(c.env.name, range(c.tokenizer.corpus_seeds), env_kwargs(c),
+                            system_prompt=r.system_prompt, max_turns=r.max_turns, template=r.template)
+        tok = train_tokenizer(corpus, vocab_size=c.tokenizer.vocab_size, phrases=c.tokenizer.phrases)
+        save_folder(tok.save_pretrained, path)
+    dist.barrier("tokenizer")
+    return load_tokenizer(local_copy(path))
+
+
+def model(config, mesh, tok) -> qwen3_5.Qwen3_5:
+    """The policy (model.init: random | hf | checkpoint) with its weights sharded over `mesh`."""
+    c = config
+    dtype, pdtype = DTYPES[c.model.dtype], DTYPES[c.model.param_dtype]
+    if c.model.init == "hf":
+        return qwen3_5.load_hf(c.model.path, dtype=pdtype, mesh=mesh, compute_dtype=dtype)
+    if c.model.init == "checkpoint":
+        return load_checkpoint(c.model.path, mesh=mesh)
+    if c.model.init != "random":
+        raise ValueError(f"model.init must be random | hf | checkpoint, got {c.model.init!r}")
+    cfg = qwen3_5.CONFIGS[c.model.size]
+    if len(tok) > cfg.vocab_size:
+        raise ValueError(f"tokenizer has {len(tok)} tokens; model {c.model.size!r} only {cfg.vocab_size}")
+    net = qwen3_5.Qwen3_5(cfg, rngs=nnx.Rngs(c.seed), dtype=dtype, param_dtype=pdtype)
+    return qwen3_5.shard_model(net, mesh)
+
+
+def write_model_dir(path, net, tok) -> None:
+    """path (W/model): config.json + tokenizer, so `prover-convert --ckpt=W` can export any checkpoint."""
+    def write(folder):
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump(net.config.to_hf_dict(), f, indent=2)
+        tok.save_pretrained(folder)
+
+    save_folder(write, path)
+
+
+def engine(config, mesh, net, params) -> tuple[Engine, dist.WeightSync]:
+    """This host's engine (the train mesh on one process, the local devices on several) and the
+    copy of the train weights `params` it decodes from (bf16 when the model computes in bf16)."""
+    c, r = config, config.rollout
+    emesh = dist.engine_mesh(mesh, c.mesh.tensor)
+    compute = DTYPES[c.model.dtype]
+    sync = dist.WeightSync(params, mesh, emesh, dtype=compute, tensor=c.mesh.tensor)
+    if sync.identity:
+        emodel = net
+    else:
+        abstract = qwen3_5.abstract_model(net.config, dtype=compute, param_dtype=compute, mesh=emesh)
+        emodel = nnx.merge(nnx.graphdef(abstract), sync(params))
+    eng = Engine(emodel, max_concurrent_decodes=r.max_concurrent_decodes, max_prefill_length=r.max_prefill_length,
+                 max_target_length=r.max_target_length, mesh=emesh)
+    return eng, sync
+
+
+def serve_judge(judge_section, workdir):
+    """prover-serve for judge.serve.model on this host's devices (the `serve` extra installed)."""
+    from prover_jax.serving.beside import LocalJudge
+
+    return LocalJudge.start(judge_section, workdir)

@@ -1,0 +1,43 @@
+"""Hand-built trajectories and a judge with a fixed answer, for the credit methods' tests."""
+
+from __future__ import annotations
+
+import types
+
+from prover_jax.rollout.trajectory import Trajectory, Turn
+from prover_jax.training.config import default_config
+
+
+def fake_traj(num_turns, success, uid=0, valid=None, obs_len=3, act_len=2):
+    """Prompt of 4 tokens, then per turn act_len policy tokens and obs_len observation tokens."""
+    t = Trajectory(env="household", seed=0, uid=uid, task="task")
+    t.append(range(4), policy=False)
+    for k in range(num_turns):
+        start = len(t.tokens)
+        t.append([10 + k] * act_len, policy=True, logprobs=[-0.5] * act_len)
+        ok = True if valid is None else valid[k]
+        t.turns.append(Turn(start, start + act_len, f"a{k}", f"a{k}", ok, "obs", 0.0, "stop"))
+        if k < num_turns - 1:
+            t.append([1] * obs_len, policy=False)
+    t.snapshots = [None] * (num_turns + 1)
+    t.success, t.score, t.termination = success, float(success), "done"
+    return t
+
+
+class FixedJudge:
+    """Proposes `segment` (or nothing, with `reason`) for every group; `seen`: (success uid, failure uids)."""
+
+    def __init__(self, segment, reason="ok"):
+        self.segment, self.reason, self.seen = segment, reason, []
+
+    def propose(self, success, failures, *, max_segment_turns, rng):
+        self.seen.append((success.uid, [f.uid for f in failures]))
+        return types.SimpleNamespace(segment=self.segment, reason=self.reason, calls=1, cost_usd=0.01,
+                                     input_tokens=100, output_tokens=10)
+
+
+def credit_config(**prover):
+    """The default credit section with credit.prover's fields overridden."""
+    c = default_config().credit
+    c.prover.update(prover)
+    return c
