@@ -2,18 +2,14 @@
 host's devices, a LocalJudge the openai judge reaches through the config alone, and a Trainer that
 starts it before its judge and stops it on close."""
 
-import importlib.util
-import os
-
 import httpx
 import numpy as np
 import pytest
 
 from helpers import serving as SF
+from helpers.demo_config import trainer_config
 from prover_jax.serving.beside import LocalJudge, check_section, local_mesh
 from prover_jax.training.config import default_config
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 @pytest.fixture(scope="module")
@@ -102,10 +98,7 @@ def test_openai_judge_reaches_the_local_judge_through_the_config(checkpoint):
 def test_trainer_serves_its_judge_and_stops_it(checkpoint, tmp_path):
     from prover_jax.training import trainer as trainer_lib
 
-    spec = importlib.util.spec_from_file_location("tiny_config", os.path.join(HERE, "..", "training", "tiny.py"))
-    tiny = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tiny)
-    c = tiny.get_config()
+    c = trainer_config()
     c.credit.method = "prover"
     c.judge = judge_config(checkpoint)
     t = trainer_lib.Trainer(c, str(tmp_path / "w"))
