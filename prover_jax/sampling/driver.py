@@ -36,6 +36,7 @@ from prover_jax.sampling.engine import Engine
 from prover_jax.sampling.engine_types import MAX_STOP_IDS, MIN_PROMPT_BUCKET, RUNNING, Prefix, bucket
 from prover_jax.sampling.sampler import SamplingParams
 from prover_jax.sampling.stops import StopSpec, StopStrings, token_bytes
+from prover_jax.sampling.warmup import compile_shapes
 
 # driver_types' public names stay importable from here
 __all__ = ["CACHE_FULL", "LENGTH", "STOP", "Completion", "Context", "Driver", "Finished", "Request"]
@@ -97,10 +98,10 @@ class Driver:
         in flight continue with the new weights."""
         self.params = params
 
-    def partial(self) -> list[tuple[int, int, list[int]]]:
-        """(ticket, sample, tokens read so far) of every sample in a slot: for streaming. The lists
-        are the completions' own (they grow as steps are read); do not modify them."""
-        return [(s.job.ticket, s.index, s.completion.tokens) for s in self._busy.values()]
+    def partial(self) -> list[tuple[int, int, Completion]]:
+        """(ticket, sample, completion so far) of every sample in a slot: for streaming. The
+        completions are the driver's own (their lists grow as steps are read); do not modify them."""
+        return [(s.job.ticket, s.index, s.completion) for s in self._busy.values()]
 
     @property
     def idle(self) -> bool:
@@ -123,40 +124,13 @@ class Driver:
         return self._stops
 
     def warmup(self, stop_strings: Sequence[str] = ()) -> float:
-        """Compiles, before any request, every shape the driver can meet: prefill for each
-        (rows, length) bucket, the row stacking of extensions, insert for each slot count, and the
-        decode call with `stop_strings` registered (a new stop string later changes the decode
+        """Compiles, before any request, every shape the driver can meet (`warmup.compile_shapes`),
+        the decode call with `stop_strings` registered (a new stop string later changes the decode
         call's table: one more compile). Returns the seconds it took."""
-        import time
-
-        t0, engine = time.perf_counter(), self.engine
         for s in stop_strings:
             self.stop_strings().index(s)
         table = None if self._stops is None else self._stops.table()
-        S, step = bucket(engine.max_concurrent_decodes), engine.max_prefill_length
-        lengths = sorted({min(bucket(n, self.min_bucket), step) for n in (2 ** i for i in range(32)) if n <= step}
-                         | {step})
-        one = engine.prefill_batch(params=self.params, padded_tokens=np.zeros((1, 1), np.int32), true_lengths=[1],
-                                   samplers=[SamplingParams()], rngs=[0], num_samples=[1], existing_prefixes=[None])
-        rows = 1
-        while rows <= S:
-            for n, T in enumerate(lengths):
-                prefix = engine.prefill_batch(
-                    params=self.params, padded_tokens=np.zeros((rows, T), np.int32), true_lengths=[1] * rows,
-                    samplers=[SamplingParams()] * rows, rngs=[0] * rows, num_samples=[1] * rows,
-                    existing_prefixes=[one if n == 0 else None] * rows, existing_lengths=[1] * rows)
-            state = engine.init_decode_state()
-            count = 1
-            while count <= S:  # inserts of 1, 2, 4, ... samples of an R-row prefix
-                n = min(count, engine.max_concurrent_decodes)
-                state = engine.bulk_insert(prefix, state, list(range(n)), list(range(n)),
-                                           stops=[StopSpec(1)] * n, stop_table=table)
-                count *= 2
-            rows *= 2
-        state, result = engine.generate(self.params, state, stop_table=table, steps=self.steps_per_call)
-        engine.extract(state, 0)
-        jax.block_until_ready(result.tokens)
-        return time.perf_counter() - t0
+        return compile_shapes(self.engine, self.params, table, self.min_bucket, self.steps_per_call)
 
     # Submission.
     def _job(self, request: Request) -> Job:
@@ -194,6 +168,29 @@ class Driver:
         self._tickets += 1
         self._queue.append(job)
         return job.ticket
+
+    def cancel(self, ticket: int) -> int:
+        """Drops every sample of `ticket` that has not been returned by `step` yet: queued, waiting
+        for a slot, or decoding (its slot stops stepping and is free for the next admission). No
+        `Finished` of the ticket is returned afterwards. Returns the number of samples dropped."""
+        dropped = sum(j.request.num_samples for j in self._queue if j.ticket == ticket)
+        self._queue = collections.deque(j for j in self._queue if j.ticket != ticket)
+        keep = [x for x in self._inserts if x[2].job.ticket != ticket]
+        dropped += len(self._inserts) - len(keep)
+        self._inserts = collections.deque(keep)
+        for slot, s in list(self._busy.items()):
+            if s.job.ticket == ticket:
+                s.done = True
+                del self._busy[slot]
+                self._state = self.engine.deactivate(self._state_now(), slot)
+                self.engine.free_resource(slot)
+                dropped += 1
+        self._firsts = [s for s in self._firsts if not s.done]
+        kept = [f for f in self._done if f.ticket != ticket]
+        dropped += len(self._done) - len(kept)
+        self._done = kept
+        self.stats["cancelled"] += dropped
+        return dropped
 
     def run(self, requests: Sequence[Request]) -> list[list[Completion]]:
         """completions[i][j]: sample j of requests[i]. All requests are validated before any runs."""

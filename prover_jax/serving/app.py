@@ -3,6 +3,7 @@
 Every error is a JSON body in OpenAI's shape (`protocol.error_body`): 400 for a bad request (bad
 JSON, unknown role, bad schema, context too long naming the limit), 404 for an unknown model or
 route, 503 with Retry-After when the engine's queue is full, 500 for a failure of the server itself.
+A request whose client disconnects is cancelled on the engine (its slots go to the next request).
 A bad request never touches the engine thread, so the next request is served as usual.
 """
 
@@ -16,7 +17,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from prover_jax.serving import protocol as P
-from prover_jax.serving.chat import ChatService
+from prover_jax.serving.chat import ChatService, ClientGone
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +70,11 @@ def create_app(service: ChatService) -> FastAPI:
             raise P.bad(f"the request body is not valid JSON: {e}") from None
         req = service.parse(body)
         if req.stream:
-            return StreamingResponse(service.start_stream(req), media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache"})
-        return await service.complete(req)
+            return StreamingResponse(service.start_stream(req, request.is_disconnected),
+                                     media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        try:
+            return await service.complete(req, request.is_disconnected)
+        except ClientGone:  # nobody reads this; 499 as nginx logs a closed connection
+            return JSONResponse(P.error_body("client closed the request", "client_closed"), status_code=499)
 
     return app

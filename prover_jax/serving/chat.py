@@ -7,7 +7,9 @@ does. With tools (and tool_choice other than 'none') the text is parsed for Qwen
 blocks (`tools.parse_tool_calls`); any call makes finish_reason 'tool_calls'. Streaming sends text
 deltas as tokens are read (holding back an incomplete UTF-8 character or a possible stop-string
 prefix); with tools active the text is buffered and sent whole at the end, as content or as
-tool_calls deltas.
+tool_calls deltas. With logprobs, a choice (a delta) carries the log-probabilities of the tokens read
+for it (since the previous delta). A request whose client goes away before its end is cancelled on
+the engine: its slots take the next request.
 """
 
 from __future__ import annotations
@@ -16,15 +18,21 @@ import asyncio
 import json
 import random
 import time
-from typing import Any, AsyncIterator, Sequence
+from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
 
 from prover_jax.sampling.driver import CACHE_FULL, LENGTH, Completion, Request
 from prover_jax.sampling.sampler import SamplingParams
+from prover_jax.sampling.stops import token_bytes
 from prover_jax.serving import protocol as P
 from prover_jax.serving.tools import parse_tool_calls
 from prover_jax.serving.worker import EngineWorker, Overloaded
 
 RETRY_AFTER_S = 1
+DISCONNECT_POLL_S = 0.25  # how often a request waiting on the engine checks that its client is still there
+
+
+class ClientGone(Exception):
+    """The client closed the connection; the request's samples were cancelled."""
 
 
 class ChatService:
@@ -42,6 +50,8 @@ class ChatService:
         self.created = int(time.time())
         self.grammars = grammars  # grammar.Grammars (llguidance), or None: no constrained decoding
         self._stops: list[str] = []
+        self._token_bytes: list[bytes] | None = None
+        self._special = frozenset(getattr(tokenizer, "all_special_ids", ()))
 
     # Requests.
     def parse(self, body: Any) -> P.ChatRequest:
@@ -98,22 +108,32 @@ class ChatService:
         return Request(prompt, sampling, max_new_tokens=max_new, seed=seed, num_samples=req.n,
                        stop_strings=req.stop, constraint=constraint), n
 
-    def submit(self, request: Request, stream: bool) -> asyncio.Queue:
-        """Queues `request` on the worker; its events arrive on the returned asyncio queue."""
+    def submit(self, request: Request, stream: bool):
+        """Queues `request` on the worker: (handle for `worker.cancel`, asyncio queue of its events)."""
         loop, events = asyncio.get_running_loop(), asyncio.Queue()
 
         def on_event(kind, sample, payload):
             loop.call_soon_threadsafe(events.put_nowait, (kind, sample, payload))
 
         try:
-            self.worker.submit(request, on_event, stream=stream)
+            handle = self.worker.submit(request, on_event, stream=stream)
         except Overloaded as e:
             raise P.ApiError(503, f"The server is overloaded ({e}); retry after {RETRY_AFTER_S} s",
                              type="server_error", code="overloaded",
                              headers={"Retry-After": str(RETRY_AFTER_S)}) from None
         except RuntimeError as e:
             raise P.ApiError(500, str(e), type="server_error") from None
-        return events
+        return handle, events
+
+    @staticmethod
+    async def next_event(events: asyncio.Queue, disconnected: Callable[[], Awaitable[bool]] | None):
+        """The next engine event; ClientGone when `disconnected()` says the client left meanwhile."""
+        while True:
+            try:
+                return await asyncio.wait_for(events.get(), DISCONNECT_POLL_S)
+            except asyncio.TimeoutError:
+                if disconnected is not None and await disconnected():
+                    raise ClientGone() from None
 
     # Results.
     def text(self, tokens: Sequence[int]) -> str:
@@ -132,62 +152,111 @@ class ChatService:
                 reason = "tool_calls"
         return text, calls, reason
 
-    async def complete(self, req: P.ChatRequest) -> dict:
+    def logprob_entries(self, tokens: Sequence[int], logprobs: Sequence[float]) -> list[dict]:
+        """OpenAI's logprobs.content entries of generated tokens (special tokens, never shown, left out):
+        {"token": its text, "logprob", "bytes": its UTF-8 bytes, "top_logprobs": []}."""
+        if self._token_bytes is None:
+            self._token_bytes = token_bytes(self.tokenizer, max(len(self.tokenizer), 1 + max(tokens, default=0)))
+        out = []
+        for t, lp in zip(tokens, logprobs):
+            if t in self._special:
+                continue
+            b = self._token_bytes[t] if t < len(self._token_bytes) else b""
+            out.append({"token": b.decode("utf-8", errors="replace"), "logprob": float(lp), "bytes": list(b),
+                        "top_logprobs": []})
+        return out
+
+    async def complete(self, req: P.ChatRequest, disconnected=None) -> dict:
+        """The response of a non-streamed request. `disconnected`: an async () -> bool; when it turns
+        true before the end, the request is cancelled on the engine and ClientGone is raised."""
         request, n_prompt = self.build(req)
-        events = self.submit(request, stream=False)
+        handle, events = self.submit(request, stream=False)
         done: dict[int, Completion] = {}
-        while len(done) < req.n:
-            kind, sample, payload = await events.get()
-            if kind == "error":
-                raise P.bad(payload)
-            if kind == "done":
-                done[sample] = payload
+        try:
+            while len(done) < req.n:
+                kind, sample, payload = await self.next_event(events, disconnected)
+                if kind == "error":
+                    raise P.bad(payload)
+                if kind == "done":
+                    done[sample] = payload
+        finally:
+            if len(done) < req.n:  # client gone, or this task cancelled: free the slots
+                self.worker.cancel(handle)
         choices = []
         for j in range(req.n):
             content, calls, reason = self.finish(req, done[j])
             message = {"role": "assistant", "content": content}
             if calls:
                 message["tool_calls"] = calls
-            choices.append({"index": j, "message": message, "finish_reason": reason, "logprobs": None})
+            lps = {"content": self.logprob_entries(done[j].tokens, done[j].logprobs)} if req.logprobs else None
+            choices.append({"index": j, "message": message, "finish_reason": reason, "logprobs": lps})
         n_out = sum(len(c.tokens) for c in done.values())
         return P.chat_completion(P.completion_id(), self.model_name, choices, P.usage(n_prompt, n_out))
 
-    def start_stream(self, req: P.ChatRequest) -> AsyncIterator[str]:
-        """Validates and queues `req` (ApiError before any byte is sent), then yields SSE lines."""
+    def start_stream(self, req: P.ChatRequest, disconnected=None) -> AsyncIterator[str]:
+        """Validates and queues `req` (ApiError before any byte is sent), then yields SSE lines. The
+        request is cancelled on the engine when `disconnected()` turns true or the stream is closed
+        before its end."""
         request, n_prompt = self.build(req)
-        events = self.submit(request, stream=True)
-        return self._stream(req, events, n_prompt)
+        handle, events = self.submit(request, stream=True)
+        return self._stream(req, handle, events, n_prompt, disconnected)
 
-    async def _stream(self, req: P.ChatRequest, events: asyncio.Queue, n_prompt: int) -> AsyncIterator[str]:
+    async def _stream(self, req, handle, events, n_prompt, disconnected) -> AsyncIterator[str]:
+        left = req.n
+        try:
+            async for line in self._lines(req, events, n_prompt, disconnected):
+                if line is None:
+                    left -= 1
+                else:
+                    yield line
+        except ClientGone:
+            return
+        finally:
+            if left:
+                self.worker.cancel(handle)
+
+    async def _lines(self, req: P.ChatRequest, events: asyncio.Queue, n_prompt: int, disconnected):
+        """SSE lines of the response, with a None after each sample's last line."""
         cid, created, model = P.completion_id(), int(time.time()), self.model_name
         sse = lambda obj: f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
-        delta = lambda j, d, reason=None: sse(P.chunk(cid, model, created, [
-            {"index": j, "delta": d, "finish_reason": reason, "logprobs": None}]))
+        lp_sent = {j: 0 for j in range(req.n)}  # tokens whose logprobs were sent
+
+        def delta(j, d, reason=None, tokens=None):
+            lps = None
+            if req.logprobs and tokens is not None and len(tokens[0]) > lp_sent[j]:  # tokens read since
+                lps = {"content": self.logprob_entries(tokens[0][lp_sent[j]:], tokens[1][lp_sent[j]:])}
+                lp_sent[j] = len(tokens[0])
+            return sse(P.chunk(cid, model, created, [{"index": j, "delta": d, "finish_reason": reason,
+                                                       "logprobs": lps}]))
         buffered = self.tools_active(req)
         sent = {j: "" for j in range(req.n)}
         for j in range(req.n):
             yield delta(j, {"role": "assistant", "content": ""})
         left, n_out = req.n, 0
         while left:
-            kind, j, payload = await events.get()
+            kind, j, payload = await self.next_event(events, disconnected)
             if kind == "error":
                 yield sse(P.error_body(payload))
+                for _ in range(left):  # nothing else comes for this request
+                    yield None
                 break
             if kind == "tokens" and not buffered:
-                safe = self._safe_prefix(self.text(payload), req.stop)
+                safe = self._safe_prefix(self.text(payload[0]), req.stop)
                 if len(safe) > len(sent[j]) and safe.startswith(sent[j]):
-                    yield delta(j, {"content": safe[len(sent[j]):]})
+                    yield delta(j, {"content": safe[len(sent[j]):]}, tokens=payload)
                     sent[j] = safe
             elif kind == "done":
                 left -= 1
                 n_out += len(payload.tokens)
+                every = (payload.tokens, payload.logprobs)
                 content, calls, reason = self.finish(req, payload)
                 if content and content != sent[j]:
                     rest = content[len(sent[j]):] if content.startswith(sent[j]) else content
-                    yield delta(j, {"content": rest})
+                    yield delta(j, {"content": rest}, tokens=every)
                 if calls:
-                    yield delta(j, {"tool_calls": [{"index": k, **c} for k, c in enumerate(calls)]})
-                yield delta(j, {}, reason)
+                    yield delta(j, {"tool_calls": [{"index": k, **c} for k, c in enumerate(calls)]}, tokens=every)
+                yield delta(j, {}, reason, tokens=every)
+                yield None
         if req.include_usage:
             yield sse(P.chunk(cid, model, created, [], P.usage(n_prompt, n_out)))
         yield "data: [DONE]\n\n"

@@ -8,8 +8,10 @@ message naming the field); `error_body` is OpenAI's error shape:
 Supported: model, messages (system / developer / user / assistant / tool roles; text content or
 text parts; assistant tool_calls), temperature, top_p, max_tokens / max_completion_tokens, seed,
 stop (a string or up to 4), n, stream (+ stream_options.include_usage), tools, tool_choice
-(auto / none / required / a named function), response_format (text / json_object / json_schema).
-Other fields (user, logprobs, penalties, ...) are accepted and ignored.
+(auto / none / required / a named function), response_format (text / json_object / json_schema),
+logprobs (each generated token's log-probability under the model's raw distribution, before
+temperature and top-p, as vLLM reports them by default); top_logprobs must be 0 (the engine records
+the chosen token only). Other fields (user, penalties, ...) are accepted and ignored.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ class ChatRequest:
     tools: list[dict] = dataclasses.field(default_factory=list)
     tool_choice: str | dict = "auto"  # "auto" | "none" | "required" | {"name": ...}
     response_format: dict | None = None  # None (text) | {"type": "json_object"} | {"type": "json_schema", ...}
+    logprobs: bool = False  # return each generated token's log-probability
 
     @property
     def forced_tool(self) -> str | None:
@@ -211,6 +214,12 @@ def parse_chat_request(body: Any, max_n: int = 16) -> ChatRequest:
         raise bad("stream must be a boolean", "stream")
     options = body.get("stream_options") or {}
     tools = _tools(body.get("tools"))
+    logprobs = body.get("logprobs") or False
+    if not isinstance(logprobs, bool):
+        raise bad("logprobs must be a boolean", "logprobs")
+    if _int(body, "top_logprobs", 0, 20):
+        raise bad("top_logprobs must be 0 on this server: the engine records the log-probability of the "
+                  "sampled token only (logprobs=true returns it)", "top_logprobs")
     return ChatRequest(
         model=model, messages=_messages(body.get("messages")),
         temperature=_number(body, "temperature", 1.0, 0.0, 2.0), top_p=_number(body, "top_p", 1.0, 1e-9, 1.0),
@@ -218,7 +227,7 @@ def parse_chat_request(body: Any, max_n: int = 16) -> ChatRequest:
         n=_int(body, "n", 1, max_n) or 1, stream=stream,
         include_usage=bool(isinstance(options, dict) and options.get("include_usage")),
         tools=tools, tool_choice=_tool_choice(body.get("tool_choice"), tools),
-        response_format=_response_format(body.get("response_format")))
+        response_format=_response_format(body.get("response_format")), logprobs=logprobs)
 
 
 # Responses.

@@ -3,14 +3,17 @@
     worker = EngineWorker(driver, max_pending=64)
     worker.start()
     handle = worker.submit(request, on_event)   # Overloaded when max_pending requests are in flight
+    worker.cancel(handle)                       # the client went away: its samples stop decoding
     # on_event(kind, sample, payload) is called from the worker thread:
-    #   ("tokens", j, tokens so far)   after each step that grew sample j (only with stream=True)
+    #   ("tokens", j, (tokens, logprobs) so far)  after a step that grew sample j (stream=True only)
     #   ("done", j, Completion)        sample j finished
     #   ("error", -1, message)         the driver refused the request (nothing else follows)
 
 All Driver calls happen on the worker thread, so the driver needs no locking. A request counts
-against max_pending from `submit` until its last sample is done. Samples of a request whose client
-went away run to the end (the driver has no cancellation) and their events are dropped by the caller.
+against max_pending from `submit` until its last sample is done or it is cancelled. `cancel` may
+be called from any thread, at any time (before admission, while decoding, after the end): the worker
+drops the request's queued and decoding samples (`Driver.cancel`), frees their slots for the next
+admission and sends no further event.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ class _Pending:
     on_event: Callable
     stream: bool
     left: int
+    ticket: int | None = None  # the driver's, once admitted
+    cancelled: bool = False
     sent: dict = dataclasses.field(default_factory=dict)  # sample -> tokens reported
 
 
@@ -45,6 +50,7 @@ class EngineWorker:
         self.max_pending = int(max_pending)
         self.idle_wait_s = idle_wait_s
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._cancels: queue.SimpleQueue = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._pending = 0
         self._live: dict[int, _Pending] = {}
@@ -64,14 +70,22 @@ class EngineWorker:
         self._stop.set()
         self._thread.join(timeout)
 
-    def submit(self, request: Request, on_event: Callable, stream: bool = False) -> None:
+    def submit(self, request: Request, on_event: Callable, stream: bool = False) -> _Pending:
+        """Queues `request`; the returned handle is what `cancel` takes."""
         with self._lock:
             if self.error is not None:
                 raise RuntimeError(f"the engine thread died: {self.error!r}")
             if self._pending >= self.max_pending:
                 raise Overloaded(f"{self._pending} requests in flight (at most {self.max_pending})")
             self._pending += 1
-        self._inbox.put(_Pending(request, on_event, stream, request.num_samples))
+        p = _Pending(request, on_event, stream, request.num_samples)
+        self._inbox.put(p)
+        return p
+
+    def cancel(self, handle: _Pending) -> None:
+        """Stops `handle`'s request (no-op once it has ended); takes effect on the worker thread."""
+        handle.cancelled = True
+        self._cancels.put(handle)
 
     def _release(self) -> None:
         with self._lock:
@@ -81,6 +95,7 @@ class EngineWorker:
         try:
             while not self._stop.is_set():
                 self._admit(block=self.driver.idle)
+                self._cancel()
                 if self.driver.idle:
                     continue
                 for f in self.driver.step():
@@ -106,20 +121,36 @@ class EngineWorker:
             except queue.Empty:
                 return
             block = False
+            if p.cancelled:  # cancelled before it reached the driver
+                self._release()
+                continue
             try:
                 ticket = self.driver.submit(p.request)
             except ValueError as e:
                 self._release()
                 self._emit(p, "error", -1, str(e))
                 continue
+            p.ticket = ticket
             self._live[ticket] = p
 
+    def _cancel(self) -> None:
+        while True:
+            try:
+                p = self._cancels.get_nowait()
+            except queue.Empty:
+                return
+            if p.ticket is not None and self._live.get(p.ticket) is p:
+                self.driver.cancel(p.ticket)
+                del self._live[p.ticket]
+                self._release()
+
     def _stream(self) -> None:
-        for ticket, sample, tokens in self.driver.partial():
+        for ticket, sample, c in self.driver.partial():
             p = self._live.get(ticket)
-            if p is not None and p.stream and len(tokens) > p.sent.get(sample, 0):
-                p.sent[sample] = len(tokens)
-                self._emit(p, "tokens", sample, list(tokens))
+            n = len(c.tokens)
+            if p is not None and p.stream and n > p.sent.get(sample, 0):
+                p.sent[sample] = n
+                self._emit(p, "tokens", sample, (c.tokens[:n], c.logprobs[:n]))
 
     @staticmethod
     def _emit(p: _Pending, kind: str, sample: int, payload) -> None:

@@ -93,3 +93,26 @@ def judge_traj(steps, success):
     return Trajectory(env="household", seed=1, uid=0, task="Your task is to: put a clean mug in cabinet 1.",
                       turns=turns, snapshots=list(range(len(steps) + 1)), success=success,
                       score=float(success), termination="done")
+
+
+def serve(folder: str, model: str, **build_kwargs):
+    """Generator for a module fixture: yields (checkpoint path, ChatService, ServerThread) of a tiny
+    serving checkpoint written under `folder` (float32, prefill pieces of 256), then stops both."""
+    from prover_jax.serving.app import create_app
+    from prover_jax.serving.cli import ServerThread, build_service
+
+    path = make_serving_checkpoint(folder)
+    service = build_service(path, served_model_name=model, max_prefill_length=256, dtype="float32", **build_kwargs)
+    srv = ServerThread(create_app(service)).start()
+    yield path, service, srv
+    srv.stop()
+    service.worker.stop()
+
+
+def openai_client(srv):
+    """Generator for a module fixture: the official client on `srv` (no retries), then closed."""
+    import openai
+
+    c = openai.OpenAI(base_url=srv.base_url, api_key="EMPTY", max_retries=0, timeout=120)
+    yield c
+    c.close()

@@ -55,3 +55,25 @@ def test_bad_requests(engine):
         Driver(engine).run([Request([])])
     with pytest.raises(ValueError, match="max_target_length"):
         Driver(engine).run([Request(prompt(MAX_LEN + 1, 0))])
+
+
+def test_cancel_drops_a_ticket_and_keeps_the_rest(engine):
+    reqs = requests()
+    alone = [Driver(engine).run([r])[0][0] for r in reqs]
+    driver = Driver(engine)
+    tickets = [driver.submit(r) for r in reqs]
+    done = {}
+    for _ in range(2):
+        done.update({f.ticket: f.completion for f in driver.step()})
+    decoding = {t for t, _, _ in driver.partial()}
+    assert tickets[0] in decoding and tickets[6] not in decoding  # 3 slots: the last request is queued
+    assert driver.cancel(tickets[0]) == 1 and driver.cancel(tickets[6]) == 1
+    assert driver.cancel(tickets[0]) == 0  # nothing left of it
+    assert tickets[0] not in {t for t, _, _ in driver.partial()}
+    while not driver.idle:
+        done.update({f.ticket: f.completion for f in driver.step()})
+    assert sorted(done) == tickets[1:6]
+    for t in tickets[1:6]:  # the freed slot served the others, whose samples did not change
+        assert done[t].tokens == alone[t].tokens
+        np.testing.assert_allclose(done[t].logprobs, alone[t].logprobs, atol=1e-5)
+    assert driver.stats["cancelled"] == 2

@@ -26,21 +26,13 @@ HELLO = [{"role": "system", "content": "You are terse."}, {"role": "user", "cont
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    path = SF.make_serving_checkpoint(str(tmp_path_factory.mktemp("serve")))
-    service = build_service(path, served_model_name=MODEL, max_concurrent_decodes=4, max_target_length=MAX_TARGET,
-                            max_prefill_length=256, max_pending=8, dtype="float32",
-                            max_string_chars=MAX_STRING_CHARS)
-    srv = ServerThread(create_app(service)).start()
-    yield path, service, srv
-    srv.stop()
-    service.worker.stop()
+    yield from SF.serve(str(tmp_path_factory.mktemp("serve")), MODEL, max_concurrent_decodes=4,
+                        max_target_length=MAX_TARGET, max_pending=8, max_string_chars=MAX_STRING_CHARS)
 
 
 @pytest.fixture(scope="module")
 def client(server):
-    c = openai.OpenAI(base_url=server[2].base_url, api_key="EMPTY", max_retries=0, timeout=120)
-    yield c
-    c.close()
+    yield from SF.openai_client(server[2])
 
 
 def chat(client, **kw):
