@@ -13,7 +13,7 @@ functions) in one `Driver.run`. The clients are built before the clock starts. R
 server a few at a time, so its prefills meet row counts (1, 2, 4, ...) that one Driver.run never
 does: untimed server rounds run until one compiles nothing (at most --warm_rounds), the Driver runs
 once untimed, then --repeats timed runs each (the best is reported, with the XLA compilations that
-happened during the timed server runs).
+happened during the timed server runs, and every repeat's seconds: the spread).
 Prints JSON lines: a header, then one row with requests/s and generated tokens/s of both and
 server_overhead = server seconds / driver seconds (1.0: the HTTP layer costs nothing).
 """
@@ -140,7 +140,8 @@ def main(argv=None) -> int:
             run_server(clients, "bench", n, max_tokens)
             if compiles.take() == 0:
                 break
-        server_s, server_tokens = min(run_server(clients, "bench", n, max_tokens) for _ in range(args.repeats))
+        server_runs = [run_server(clients, "bench", n, max_tokens) for _ in range(args.repeats)]
+        server_s, server_tokens = min(server_runs)
         server_compiles = compiles.take()
     finally:
         [c.close() for c in clients]
@@ -148,12 +149,14 @@ def main(argv=None) -> int:
         service.worker.stop()
     driver = service.worker.driver  # the worker thread is gone: the driver is free to drive here
     run_driver(driver, service.tokenizer, n, max_tokens)
-    driver_s, driver_tokens = min(run_driver(driver, service.tokenizer, n, max_tokens) for _ in range(args.repeats))
+    driver_runs = [run_driver(driver, service.tokenizer, n, max_tokens) for _ in range(args.repeats)]
+    driver_s, driver_tokens = min(driver_runs)
     row = {"case": "serve_vs_driver", "server_s": server_s, "server_req_s": n / server_s,
            "server_tok_s": server_tokens / server_s, "server_tokens": server_tokens,
            "driver_s": driver_s, "driver_req_s": n / driver_s, "driver_tok_s": driver_tokens / driver_s,
            "driver_tokens": driver_tokens, "server_overhead": server_s / driver_s,
-           "server_compiles_timed": server_compiles}
+           "server_compiles_timed": server_compiles,
+           "server_s_each": [round(s, 3) for s, _ in server_runs], "driver_s_each": [round(s, 3) for s, _ in driver_runs]}
     print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
     return 0
 
