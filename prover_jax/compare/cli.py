@@ -23,7 +23,8 @@ whose overrides are only credit.* / judge.* gets a hard-linked copy of that chec
 trained tokenizer) in its run folder before its first start, so it RESUMES at step 0 after SFT:
 the same state, optimizer, tokenizer and reference policy as a run that did its own SFT (an HF
 export would round weights to the source dtype and change the KL reference). Methods with other
-overrides do their own SFT. A complete W/_sft/seed<s> is reused as it is (delete it to redo SFT).
+overrides do their own SFT. A complete W/_sft/seed<s> is reused as it is (delete it to redo SFT);
+a seed whose sharing runs are all complete needs no SFT run at all.
 Its metrics.jsonl is created empty first: prover-train plots it, and train.steps=0 may log no row.
 
 Compile cache: runs share a JAX persistent compilation cache (--jax_cache: "auto" = W/_jax_cache unless
@@ -34,6 +35,10 @@ Third-party INFO logging (orbax, jax, absl, ...) is off here and in the runs' ru
 --third_party_logs brings it back (passed on to the runs; prover_jax/training/logs.py).
 
 Report: W/compare.md, W/compare.json, W/compare.png (prover_jax/compare/report.py).
+--export=DIR copies the report and each complete run's summary.json and metrics.jsonl (no
+checkpoints: a few hundred KB in all) to DIR/<slug>/seed<s>/: a record small enough to keep in
+version control, from which the report can be rebuilt and the comparison continued
+(`cp -r DIR W`, then the same command: the recorded runs are complete and skipped).
 """
 
 from __future__ import annotations
@@ -64,6 +69,7 @@ flags.DEFINE_integer("parallel", 1, "Runs at once.")
 flags.DEFINE_bool("sft_once", True, "One SFT warm start per seed, shared by the methods (if sft.steps > 0).")
 flags.DEFINE_string("jax_cache", "auto", "JAX compilation cache of the runs: auto | none | a folder.")
 flags.DEFINE_bool("report_only", False, "Write the report over the runs already complete; run nothing.")
+flags.DEFINE_string("export", None, "Copy the report and the complete runs' summary/metrics here.")
 
 SFT_DIR = "_sft"
 
@@ -193,6 +199,20 @@ def execute_sft(run: Run, config_arg: str, user_overrides: list[str], env: dict)
     return True
 
 
+def export(dest: str, paths: dict, complete: list[Run]) -> str:
+    """The report files and each complete run's summary.json + metrics.jsonl, copied under `dest`."""
+    dest = os.path.abspath(dest)
+    os.makedirs(dest, exist_ok=True)
+    for path in paths.values():
+        shutil.copy2(path, dest)
+    for r in complete:
+        folder = os.path.join(dest, os.path.relpath(r.folder, os.path.dirname(os.path.dirname(r.folder))))
+        os.makedirs(folder, exist_ok=True)
+        for name in ("summary.json", "metrics.jsonl"):
+            shutil.copy2(os.path.join(r.folder, name), folder)
+    return dest
+
+
 def child_env(workdir: str) -> dict:
     env = dict(os.environ)
     cache = FLAGS.jax_cache
@@ -243,9 +263,11 @@ def _main(argv):
         env = child_env(workdir)
         print(f"prover-compare: {len(methods)} methods x {len(seeds)} seeds -> {workdir}"
               + (f" (SFT once per seed in {SFT_DIR}/)" if sft_once else ""), flush=True)
+        needed = {r.seed for r in runs if r.sft_from is not None and not is_complete(r.folder, r.steps)}
         with ThreadPoolExecutor(FLAGS.parallel) as pool:
-            sft_ok = dict(zip(sft_runs, pool.map(lambda r: execute_sft(r, config_arg, user_overrides, env),
-                                                 sft_runs.values())))
+            sft_ok = {s: True for s in sft_runs}
+            sft_ok.update(zip(needed, pool.map(lambda s: execute_sft(sft_runs[s], config_arg, user_overrides, env),
+                                               sorted(needed))))
             todo = []
             for r in runs:
                 if r.sft_from is not None and not sft_ok[r.seed]:
@@ -262,6 +284,8 @@ def _main(argv):
     paths = report.write_report(result, by_method, workdir, title=config_arg or "", failures=notes)
     print(open(paths["md"]).read(), flush=True)
     print(f"wrote {paths['md']}, {paths['json']}, {paths['png']}", flush=True)
+    if FLAGS.export:
+        print(f"exported to {export(FLAGS.export, paths, [r for r in runs if is_complete(r.folder, r.steps)])}")
     if failed:
         print(f"{len(failed)} run(s) failed:", file=sys.stderr)
         for n in notes:

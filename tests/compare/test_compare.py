@@ -5,6 +5,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -208,6 +209,22 @@ def test_end_to_end(tmp_path):
         assert figures(table[label]["final eval success"]) == pytest.approx(
             [m["final_success"]["mean"], m["final_success"]["pm"]], abs=5e-4)
         assert figures(table[label]["policy tokens/step"]) == pytest.approx([m["policy_tokens_per_step"]], abs=0.5)
+
+    # the exported record (report + each run's summary and metrics, no checkpoints) continues the comparison
+    rec, w2 = tmp_path / "record", tmp_path / "w2"
+    out = compare(tmp_path, "--methods=grpo,prover", "--seeds=2", f"--workdir={w}", "--report_only",
+                  f"--export={rec}")
+    assert out.returncode == 0 and not list(rec.glob("*/seed*/checkpoints"))
+    assert sorted(p.name for p in (rec / "prover" / "seed1").iterdir()) == ["metrics.jsonl", "summary.json"]
+    shutil.copytree(rec, w2)
+    out = compare(tmp_path, "--methods=grpo,prover", "--seeds=2", f"--workdir={w2}")
+    assert out.returncode == 0 and out.stdout.count("already complete") == 4
+    assert not (w2 / "_sft").exists()  # every run sharing an SFT is complete: no SFT run
+    again = json.load(open(w2 / "compare.json"))
+    for m in list(again["methods"].values()) + list(saved["methods"].values()):
+        for run in m["per_seed"]:
+            run["folder"] = os.path.relpath(run["folder"], os.path.dirname(os.path.dirname(run["folder"])))
+    assert again["methods"] == saved["methods"]
 
     # again, with a method that fails: complete runs are skipped, the failure is named, the report stays
     out = compare(tmp_path, "--methods=grpo,prover,grpo:optim.name=nosuch", "--seeds=1", f"--workdir={w}")
