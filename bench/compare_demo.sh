@@ -4,10 +4,14 @@
 # 200 tasks every 20 steps. Resumable: re-run the same command after an interruption.
 # The second setting, with more pivots: CONFIG=configs/demo_mixed.py.
 #   [CONFIG=configs/demo.py] bash bench/compare_demo.sh [WORKDIR] [extra prover-compare flags]
+# Later flags win: `--methods=grpo,prover` runs a subset first (same folders). One run at a time:
+# on 2 cores a demo step took ~8 s alone and ~20 s each with two runs at once.
+# The record of finished runs (bench/results/compare_demo/, written with --export) seeds a workdir:
+#   cp -r bench/results/compare_demo W && bash bench/compare_demo.sh W   # skips the recorded runs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 W=${1:-runs/compare_$(basename "${CONFIG:-configs/demo.py}" .py)}
 shift || true
 exec .venv/bin/prover-compare --config="${CONFIG:-configs/demo.py}" --workdir="$W" --seeds=3 \
     --methods=grpo,budget_grpo,gigpo,spo_chain,critic,prover,prover:judge=random \
-    --config.train.steps=60 --config.train.eval_every=20 --parallel=2 "$@"
+    --config.train.steps=60 --config.train.eval_every=20 --parallel=1 "$@"
