@@ -23,6 +23,7 @@ import json
 
 import numpy as np
 
+from prover_jax.sampling.sampler import MASK_BITS, mask_words
 from prover_jax.serving import protocol as P
 
 COMPACT = {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
@@ -53,18 +54,14 @@ def bound_strings(schema, max_chars: int):
     return out
 
 
-def words(n_vocab: int) -> int:
-    return (n_vocab + 31) // 32
-
-
 class Matcher:
     """One sample's grammar state: fills its allowed-token bitmask row, consumes sampled tokens."""
 
     def __init__(self, matcher, eos_ids, n_vocab: int):
         self.m, self.n_vocab = matcher, n_vocab
-        self.eos_only = np.zeros((words(n_vocab),), np.int32)
+        self.eos_only = np.zeros((mask_words(n_vocab),), np.int32)
         for t in eos_ids:
-            self.eos_only[t // 32] |= np.int32(np.uint32(1 << (t % 32)).view(np.int32))
+            self.eos_only[t // MASK_BITS] |= np.int32(np.uint32(1 << (t % MASK_BITS)).view(np.int32))
 
     def fill_bitmask(self, row: np.ndarray) -> None:
         if self.m.is_error() or self.m.is_stopped():
