@@ -144,12 +144,22 @@ def summarize(runs: dict[str, list[dict]], seeds_requested: int | None = None) -
     The matched budget is the fewest generated tokens any run reached (no run is extrapolated)."""
     with_evals = [r for rs in runs.values() for r in rs if r["evals"]]
     budget = min((r["total_tokens"] for r in with_evals), default=None)
+    first = next(iter(runs), None)
+    base = {r["seed"]: r["final_success"] for r in runs.get(first, []) if _num(r["final_success"]) is not None}
     methods = {}
     for label, rs in runs.items():
         at = [at_budget(r, budget) for r in rs]
+        start = [r["evals"][0]["success"] if r["evals"] and r["evals"][0]["step"] == 0 else None for r in rs]
         methods[label] = {
             "seeds_completed": len(rs), "seeds_requested": seeds_requested,
             "final_success": mean_ci([r["final_success"] for r in rs], rs[0]["final_se"] if rs else None),
+            # paired over seeds (a seed fixes the SFT start and the task order): the run's own RL gain ...
+            "rl_gain": mean_ci([r["final_success"] - s0 for r, s0 in zip(rs, start)
+                                if s0 is not None and _num(r["final_success"]) is not None]),
+            # ... and its final success minus the first method's on the same seed
+            "vs_first": None if label == first else mean_ci(
+                [r["final_success"] - base[r["seed"]] for r in rs
+                 if r["seed"] in base and _num(r["final_success"]) is not None]),
             "success_at_budget": mean_ci([p for p, _ in at], at[0][1] if at else None),
             "policy_tokens_per_step": _mean(r["policy_tokens_per_step"] for r in rs),
             "extra_token_frac": _mean(r["extra_token_frac"] for r in rs),
@@ -178,20 +188,26 @@ def _pm(ci):
 
 def markdown(result: dict, title: str = "", failures=()) -> str:
     b = result["budget_tokens"]
+    first = next(iter(result["methods"]), "")
     lines = [f"# prover-compare{': ' + title if title else ''}", "",
-             f"| method | seeds | final eval success | success @ {_f(b, '{:,.0f}')} tokens | policy tokens/step "
+             f"| method | seeds | final eval success | RL gain | Δ vs {first} | success @ {_f(b, '{:,.0f}')} tokens "
+             "| policy tokens/step "
              "| extra-token frac | rollout s/step | credit wait s/step | update s/step | step s/step "
-             "| judge calls | judge $ | acceptance | segment len |", "|---" * 14 + "|"]
+             "| judge calls | judge $ | acceptance | segment len |", "|---" * 16 + "|"]
     for label, m in result["methods"].items():
         t = m["time_per_step_s"]
         seeds = f"{m['seeds_completed']}" + (f"/{m['seeds_requested']}" if m["seeds_requested"] else "")
         lines.append("| " + " | ".join([
-            f"`{label}`", seeds, _pm(m["final_success"]), _pm(m["success_at_budget"]),
+            f"`{label}`", seeds, _pm(m["final_success"]), _pm(m["rl_gain"]),
+            "-" if m["vs_first"] is None else _pm(m["vs_first"]), _pm(m["success_at_budget"]),
             _f(m["policy_tokens_per_step"], "{:,.0f}"), _f(m["extra_token_frac"], "{:.2f}"),
             *(_f(t[k], "{:.2f}") for k in TIMES), _f(m["judge_calls"], "{:.0f}"), _f(m["judge_cost_usd"], "{:.4f}"),
             _f(m["acceptance_rate"], "{:.2f}"), _f(m["segment_len"], "{:.2f}")]) + " |")
     lines += ["", "- success: greedy eval success rate after the last RL step; `a ± b`: mean over seeds ± the "
               "95% CI half-width (t-distribution, n-1 dof); `(SE)`: one seed, ± its own standard error.",
+              "- RL gain: final eval success minus the same run's eval before RL (step 0, after SFT); "
+              f"Δ vs {first}: final eval success minus {first}'s on the same seed. Both are paired over seeds "
+              "(a seed fixes the SFT start and the task order), mean ± 95% CI of the differences.",
               "- success @ N tokens: each run's eval success interpolated linearly (between eval steps) at N "
               "generated tokens (policy + credit-extra, cumulated over RL steps): the fewest that every run reached.",
               "- extra-token frac: tokens the credit method sampled beyond the training episodes "

@@ -132,6 +132,15 @@ def test_report_numbers(tmp_path):
     assert old["success_at_budget"]["mean"] == pytest.approx(0.625)
     assert old["final_success"]["pm"] == pytest.approx(12.706205 * 0.25 / math.sqrt(2) / math.sqrt(2), abs=1e-5)
     assert one["final_success"] == {"mean": 0.6, "pm": 0.05, "kind": "se", "n": 1}  # one seed: its own SE
+    # paired: RL gain = final - step 0 (new: 0.4, 0.5, 0.6; old: 0.25, 0.5 from summary.json's before)
+    assert new["rl_gain"]["mean"] == pytest.approx(0.5) and new["rl_gain"]["pm"] == pytest.approx(0.248414, abs=1e-6)
+    assert old["rl_gain"]["mean"] == pytest.approx(0.375)
+    assert old["rl_gain"]["pm"] == pytest.approx(12.706205 * 0.176777 / math.sqrt(2), abs=1e-5)
+    # vs the first method on the same seed: old 0.5 - 0.5, 0.75 - 0.6; one 0.6 - 0.5 (one pair: no interval)
+    assert new["vs_first"] is None
+    assert old["vs_first"]["mean"] == pytest.approx(0.075)
+    assert old["vs_first"]["pm"] == pytest.approx(12.706205 * 0.106066 / math.sqrt(2), abs=1e-5)
+    assert one["vs_first"]["mean"] == pytest.approx(0.1) and one["vs_first"]["pm"] is None
     assert new["time_per_step_s"] == {"rollout": 1.0, "credit_wait": 0.5, "update": 2.0, "step": 3.5}
     assert new["judge_calls"] == 8 and new["judge_cost_usd"] == pytest.approx(0.04)
     assert old["acceptance_rate"] is None and old["segment_len"] is None and old["seeds_completed"] == 2
@@ -150,6 +159,9 @@ def test_report_numbers(tmp_path):
     assert [figures(new[k]) for k in spent] == [[100], [0.5], [1.0], [0.5], [2.0], [3.5], [8], [0.04], [0.5], [1.5]]
     assert old["seeds"] == "2/3" and figures(old["final eval success"]) == pytest.approx([0.625, 1.588276], abs=5e-4)
     assert figures(old["success @ 400 tokens"])[0] == 0.625 and figures(old["policy tokens/step"]) == [200]
+    assert figures(new["RL gain"]) == pytest.approx([0.5, 0.248414], abs=5e-4) and new["Δ vs new"] == "-"
+    assert figures(old["Δ vs new"]) == pytest.approx([0.075, 0.952965], abs=5e-4)
+    assert one["Δ vs new"] == "0.100"
     assert [old[k] for k in spent[1:5]] == ["0.00", "4.00", "-", "1.00"]
     assert old["acceptance"] == old["segment len"] == "-"
     assert one["seeds"] == "1/3" and one["final eval success"] == "0.600 ± 0.050 (SE)"  # one seed: its own SE
