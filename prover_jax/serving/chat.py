@@ -155,13 +155,13 @@ class ChatService:
     def logprob_entries(self, tokens: Sequence[int], logprobs: Sequence[float]) -> list[dict]:
         """OpenAI's logprobs.content entries of generated tokens (special tokens, never shown, left out):
         {"token": its text, "logprob", "bytes": its UTF-8 bytes, "top_logprobs": []}."""
-        if self._token_bytes is None:
-            self._token_bytes = token_bytes(self.tokenizer, max(len(self.tokenizer), 1 + max(tokens, default=0)))
+        if self._token_bytes is None:  # built on first use: every id the engine can sample
+            self._token_bytes = token_bytes(self.tokenizer, self.worker.driver.engine.vocab_size)
         out = []
         for t, lp in zip(tokens, logprobs):
             if t in self._special:
                 continue
-            b = self._token_bytes[t] if t < len(self._token_bytes) else b""
+            b = self._token_bytes[t]
             out.append({"token": b.decode("utf-8", errors="replace"), "logprob": float(lp), "bytes": list(b),
                         "top_logprobs": []})
         return out
@@ -202,21 +202,19 @@ class ChatService:
         return self._stream(req, handle, events, n_prompt, disconnected)
 
     async def _stream(self, req, handle, events, n_prompt, disconnected) -> AsyncIterator[str]:
-        left = req.n
+        ended = False
         try:
             async for line in self._lines(req, events, n_prompt, disconnected):
-                if line is None:
-                    left -= 1
-                else:
-                    yield line
+                yield line
+            ended = True
         except ClientGone:
             return
         finally:
-            if left:
+            if not ended:  # client gone, or the stream closed early: free the slots
                 self.worker.cancel(handle)
 
     async def _lines(self, req: P.ChatRequest, events: asyncio.Queue, n_prompt: int, disconnected):
-        """SSE lines of the response, with a None after each sample's last line."""
+        """SSE lines of the response."""
         cid, created, model = P.completion_id(), int(time.time()), self.model_name
         sse = lambda obj: f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
         lp_sent = {j: 0 for j in range(req.n)}  # tokens whose logprobs were sent
@@ -237,8 +235,6 @@ class ChatService:
             kind, j, payload = await self.next_event(events, disconnected)
             if kind == "error":
                 yield sse(P.error_body(payload))
-                for _ in range(left):  # nothing else comes for this request
-                    yield None
                 break
             if kind == "tokens" and not buffered:
                 safe = self._safe_prefix(self.text(payload[0]), req.stop)
@@ -256,7 +252,6 @@ class ChatService:
                 if calls:
                     yield delta(j, {"tool_calls": [{"index": k, **c} for k, c in enumerate(calls)]}, tokens=every)
                 yield delta(j, {}, reason, tokens=every)
-                yield None
         if req.include_usage:
             yield sse(P.chunk(cid, model, created, [], P.usage(n_prompt, n_out)))
         yield "data: [DONE]\n\n"
