@@ -10,7 +10,8 @@ VENV312 := .venv312
 STAMP312 := $(VENV312)/.installed
 EXTRAS := test,alfworld,serve
 # The 3.11 lane also installs libtpu (the tpu extra, ~700 MB) and requires the TPU compile tests
-# (tests/aot) to run; the 3.12 lane skips them.
+# (tests/aot) to run. Each test runs in one lane (PROVER_TEST_LANE; the table is in tests/conftest.py):
+# model, sharding, rollout and training on 3.12 / jax 0.12, everything else on 3.11 / jax 0.10.
 STAMP_TPU := $(VENV)/.installed-tpu
 # ALFWorld tests must run (not skip) wherever the suite runs. One worker per core, a file per worker
 # (module fixtures built once): most of the suite's time is single-threaded tracing and compiling.
@@ -44,10 +45,10 @@ install: $(STAMP)
 test: test-py311 test-py312
 
 test-py311: $(STAMP_TPU)
-	PATH=$(CURDIR)/$(BIN):$$PATH PROVER_REQUIRE_TPU_AOT=1 $(PYTEST)
+	PATH=$(CURDIR)/$(BIN):$$PATH PROVER_TEST_LANE=jax010 PROVER_REQUIRE_TPU_AOT=1 $(PYTEST)
 
 test-py312: $(STAMP312)
-	PATH=$(CURDIR)/$(VENV312)/bin:$$PATH $(PYTEST)
+	PATH=$(CURDIR)/$(VENV312)/bin:$$PATH PROVER_TEST_LANE=jax012 $(PYTEST)
 
 # SFT warm start + GRPO/ProVer on the built-in household env, fresh each time (prover-train resumes).
 DEMO_DIR ?= runs/demo

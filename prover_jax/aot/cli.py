@@ -147,12 +147,17 @@ def main(argv=None):
     FLAGS = flags.FLAGS
 
     def _main(_):
+        import jax
+
         config = FLAGS.config
         if config is None:
             raise app.UsageError("--config is required")
         topology = FLAGS.topology or config.get("accelerator") or ""
         if not topology:
             raise app.UsageError("no --topology and the config sets no accelerator")
+        # no persistent compilation cache (JAX_COMPILATION_CACHE_DIR): an executable for chips this
+        # host lacks cannot be loaded back from it, and compile_s is the compiler's own time
+        jax.config.update("jax_enable_compilation_cache", False)
         try:
             run(config, topology, [f.strip() for f in FLAGS.fn.split(",") if f.strip()] or None, FLAGS.hlo_dir)
         except (ValueError, RuntimeError) as e:

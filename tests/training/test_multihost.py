@@ -26,6 +26,7 @@ import time
 import numpy as np
 import pytest
 
+from helpers import TEST_XLA_FLAGS
 from helpers.demo_config import PATH as DEMO_CONFIG
 from helpers.demo_config import pod_config
 
@@ -58,7 +59,7 @@ def flags(workdir: str, policy: str, steps: int, *extra: str) -> list[str]:
 
 
 def start(n: int, devices_each: int, args: list[str], log_dir: str) -> list[subprocess.Popen]:
-    env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices_each}",
+    env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices_each} {TEST_XLA_FLAGS}",
            "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1", "JAX_COMPILATION_CACHE_DIR": CACHE_DIR,
            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0", "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
     port = free_port()
