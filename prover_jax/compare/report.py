@@ -92,9 +92,9 @@ def load_run(folder: str, seed: int | None = None, eval_episodes: int | None = N
     def total(k):
         return float(sum(float(r.get(k) or 0) for r in train))
 
-    def per_step(k):
+    def per_step(k):  # the median: a paused or loaded stretch of the run does not move it
         have = [float(r[k]) for r in train if _num(r.get(k)) is not None]
-        return float(np.mean(have)) if have else None
+        return float(np.median(have)) if have else None
 
     policy, valid = total("policy_tokens"), total("prover/valid_proposals")
     return {
@@ -212,8 +212,8 @@ def markdown(result: dict, title: str = "", failures=()) -> str:
               "generated tokens (policy + credit-extra, cumulated over RL steps): the fewest that every run reached.",
               "- extra-token frac: tokens the credit method sampled beyond the training episodes "
               "(verification continuations, extra rollouts), per training-episode policy token.",
-              "- times: mean seconds per RL step; judge calls / $: per run (mean over seeds); acceptance and "
-              "segment length (turns) over the run's valid proposals, `-` where there were none."]
+              "- times: median seconds per RL step of each run (mean over seeds); judge calls / $: per run "
+              "(mean over seeds); acceptance and segment length (turns) over the run's valid proposals, `-` where there were none."]
     if failures:
         lines += ["", "## Failed runs", ""] + [f"- `{f}`" for f in failures]
     return "\n".join(lines) + "\n"
@@ -232,29 +232,35 @@ def _band(ax, x, ys, label):
 
 
 def plot(runs: dict[str, list[dict]], out_png: str, budget=None) -> str:
-    """Eval success vs RL step and vs generated tokens: the mean over seeds per method, with a band
-    (95% t CI with >= 3 seeds, min-max with 2)."""
+    """Eval success vs RL step and vs generated tokens, and the RL gain vs RL step (each run's eval
+    minus its own step-0 eval: paired, so the spread of SFT starts over seeds drops out): the mean
+    over seeds per method, with a band (95% t CI with >= 3 seeds, min-max with 2)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (by_step, by_tokens) = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, (by_step, by_tokens, gain) = plt.subplots(1, 3, figsize=(18, 4.5))
     for label, rs in runs.items():
         rs = [r for r in rs if r["evals"]]
         if not rs:
             continue
         curve = lambda r, k: ([e[k] for e in r["evals"]], [e["success"] for e in r["evals"]])
         steps = sorted({e["step"] for r in rs for e in r["evals"]})
-        _band(by_step, steps, [np.interp(steps, *curve(r, "step")) for r in rs], label)
+        at_steps = [np.interp(steps, *curve(r, "step")) for r in rs]
+        _band(by_step, steps, at_steps, label)
+        _band(gain, steps, [y - y[0] for y in at_steps], label)
         reach = min(r["total_tokens"] for r in rs)
         grid = np.linspace(0.0, reach, 64) if reach > 0 else np.array([0.0])
         _band(by_tokens, grid, [np.interp(grid, *curve(r, "tokens")) for r in rs], label)
     if budget:
         by_tokens.axvline(budget, color="gray", linestyle=":", label="matched budget")
-    for ax, xlabel in ((by_step, "RL step"), (by_tokens, "generated tokens (policy + credit extra)")):
+    gain.axhline(0.0, color="gray", linewidth=0.8)
+    for ax, xlabel in ((by_step, "RL step"), (by_tokens, "generated tokens (policy + credit extra)"),
+                       (gain, "RL step")):
         ax.set_xlabel(xlabel)
-        ax.set_ylabel("eval success (greedy)")
-        ax.set_ylim(-0.02, 1.02)
+        ax.set_ylabel("eval success (greedy)" if ax is not gain else "RL gain: eval success - its step-0 eval")
+        if ax is not gain:
+            ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
