@@ -18,7 +18,9 @@ exit code is 1 if any failed, but the report is written over the runs that compl
 
 SFT once (--sft_once, the default; only when sft.steps > 0): per seed one run W/_sft/seed<s> does the
 SFT warm start (train.steps=0, credit.method=grpo, train.eval_episodes=1: its evals are unused) and
-saves its orbax checkpoint of step 0 (train state + task-iterator state + "SFT done"). Every method
+saves its orbax checkpoint of step 0 (train state + task-iterator state + "SFT done"), just before
+the first run of its seed that needs it (runs go seed by seed: the first seed's methods are done
+before the second seed's SFT starts). Every method
 whose overrides are only credit.* / judge.* gets a hard-linked copy of that checkpoint folder (and the
 trained tokenizer) in its run folder before its first start, so it RESUMES at step 0 after SFT:
 the same state, optimizer, tokenizer and reference policy as a run that did its own SFT (an HF
@@ -49,6 +51,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -134,6 +137,16 @@ def link_tree(src: str, dest: str) -> None:
     os.replace(tmp, dest)
 
 
+_SAY = threading.Lock()
+
+
+def say(line: str) -> None:
+    """One progress line on stdout, whole even when runs in parallel threads print at once."""
+    with _SAY:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
 class Run:
     def __init__(self, label, folder, seed, overrides, steps, sft_from=None, eval_episodes=None):
         self.label, self.folder, self.seed, self.overrides = label, folder, seed, overrides
@@ -163,7 +176,7 @@ class Run:
 def execute(run: Run, config_arg: str, user_overrides: list[str], env: dict) -> bool:
     """Runs (or resumes) one prover-train process; True when the run is complete afterwards."""
     if is_complete(run.folder, run.steps):
-        print(f"[done]    {run.name()}: already complete", flush=True)
+        say(f"[done]    {run.name()}: already complete")
         return True
     try:
         run.prepare()
@@ -174,17 +187,17 @@ def execute(run: Run, config_arg: str, user_overrides: list[str], env: dict) -> 
            *(f"--config.{k}={v}" for k, v in run.overrides), f"--workdir={run.folder}", "--noprogress",
            *(["--third_party_logs"] if FLAGS.third_party_logs else [])]
     log = os.path.join(run.folder, "run.log")
-    print(f"[start]   {run.name()}", flush=True)
+    say(f"[start]   {run.name()}")
     t0 = time.time()
     with open(log, "a") as f:
         f.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} prover-compare: {' '.join(cmd)}\n")
         f.flush()
         rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=os.getcwd()).returncode
     if rc == 0 and is_complete(run.folder, run.steps):
-        print(f"[done]    {run.name()} in {time.time() - t0:.0f} s", flush=True)
+        say(f"[done]    {run.name()} in {time.time() - t0:.0f} s")
         return True
     run.error = f"exit code {rc}" if rc else "exited 0 but the run is not complete"
-    print(f"[FAILED]  {run.name()} ({run.error}): see {log}", flush=True)
+    say(f"[FAILED]  {run.name()} ({run.error}): see {log}")
     return False
 
 
@@ -211,6 +224,23 @@ def export(dest: str, paths: dict, complete: list[Run]) -> str:
         for name in ("summary.json", "metrics.jsonl"):
             shutil.copy2(os.path.join(r.folder, name), folder)
     return dest
+
+
+class SharedSft:
+    """Each seed's shared SFT run, executed once, by the first run of that seed that needs it (the
+    others of the seed wait for it): a seed's methods can finish before the next seed's SFT starts."""
+
+    def __init__(self, sft_runs: dict, execute_one):
+        self.runs, self.execute_one = sft_runs, execute_one
+        self.locks = {s: threading.Lock() for s in sft_runs}
+        self.ok: dict[int, bool] = {}
+
+    def ready(self, seed: int) -> bool:
+        """True once the seed's SFT run is complete (run now if it is not yet)."""
+        with self.locks[seed]:
+            if seed not in self.ok:
+                self.ok[seed] = self.execute_one(self.runs[seed])
+            return self.ok[seed]
 
 
 def child_env(workdir: str) -> dict:
@@ -263,18 +293,16 @@ def _main(argv):
         env = child_env(workdir)
         print(f"prover-compare: {len(methods)} methods x {len(seeds)} seeds -> {workdir}"
               + (f" (SFT once per seed in {SFT_DIR}/)" if sft_once else ""), flush=True)
-        needed = {r.seed for r in runs if r.sft_from is not None and not is_complete(r.folder, r.steps)}
-        with ThreadPoolExecutor(FLAGS.parallel) as pool:
-            sft_ok = {s: True for s in sft_runs}
-            sft_ok.update(zip(needed, pool.map(lambda s: execute_sft(sft_runs[s], config_arg, user_overrides, env),
-                                               sorted(needed))))
-            todo = []
-            for r in runs:
-                if r.sft_from is not None and not sft_ok[r.seed]:
-                    r.error = f"its shared SFT run failed: see {sft_runs[r.seed].folder}/run.log"
-                else:
-                    todo.append(r)
-            list(pool.map(lambda r: execute(r, config_arg, user_overrides, env), todo))
+        sft = SharedSft(sft_runs, lambda r: execute_sft(r, config_arg, user_overrides, env))
+
+        def job(r: Run) -> bool:
+            if r.sft_from is not None and not is_complete(r.folder, r.steps) and not sft.ready(r.seed):
+                r.error = f"its shared SFT run failed: see {sft_runs[r.seed].folder}/run.log"
+                return False
+            return execute(r, config_arg, user_overrides, env)
+
+        with ThreadPoolExecutor(FLAGS.parallel) as pool:  # seed-major: seed 0's methods finish first
+            list(pool.map(job, runs))
         failed = [r for r in list(sft_runs.values()) + runs if r.error]
 
     by_method = {m.spec: [report.load_run(r.folder, r.seed, r.eval_episodes or eval_n) for r in runs

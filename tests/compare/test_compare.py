@@ -204,6 +204,9 @@ def test_end_to_end(tmp_path):
     out = compare(tmp_path, "--methods=grpo,prover", "--seeds=2", "--parallel=2", f"--workdir={w}",
                   "--config.train.eval_every=1")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    starts = re.findall(r"\[start\]\s+(\S+)", out.stdout)  # seed by seed, each SFT just before its seed's runs
+    assert starts.index("_sft/seed0") < starts.index("grpo/seed0") < starts.index("_sft/seed1"), starts
+    assert starts.index("prover/seed0") < starts.index("_sft/seed1") < starts.index("grpo/seed1"), starts
     for slug in ("grpo", "prover"):
         for s in (0, 1):
             log = open(w / slug / f"seed{s}" / "run.log").read()
