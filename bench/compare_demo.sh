@@ -2,7 +2,8 @@
 # The paper's comparison on the demo setting (household pick_and_place, the demo policy after SFT):
 # every credit method and the random-judge ablation, 3 seeds, 60 RL steps, held-out evaluations of
 # 200 tasks every 20 steps. Resumable: re-run the same command after an interruption.
-# The second setting, with more pivots: CONFIG=configs/demo_mixed.py.
+# The second setting, with more pivots: CONFIG=configs/demo_mixed.py (SFT ~14 min per seed, RL runs
+# ~6-15 min each, ~4 h in all; the demo: ~7-10 min per run, ~3 h).
 #   [CONFIG=configs/demo.py] bash bench/compare_demo.sh [WORKDIR] [extra prover-compare flags]
 # Later flags win: `--methods=grpo,prover` runs a subset first (same folders). One run at a time:
 # on 2 cores a demo step took ~8 s alone and ~20 s each with two runs at once.

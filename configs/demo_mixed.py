@@ -1,6 +1,6 @@
 """The demo with more pivots: household tasks of all six ALFWorld types (clean, heat, cool, examine
 in light, two objects, plain placement), longer (the expert needs 3-7 turns, the limit is 10). The
-second setting of the credit-method comparison (bench/compare_demo.sh configs/demo_mixed.py).
+second setting of the credit-method comparison (CONFIG=configs/demo_mixed.py bash bench/compare_demo.sh).
 """
 
 import importlib.util

@@ -178,28 +178,38 @@ def _f(x, fmt="{:.3f}"):
     return "-" if x is None else fmt.format(x)
 
 
-def _pm(ci):
+def _pm(ci, sign=""):
+    """"mean ± 95% half-width" ("+" in sign: differences print their sign)."""
     if ci["mean"] is None:
         return "-"
+    mean = format(ci["mean"], sign + ".3f")
     if ci["pm"] is None:
-        return f"{ci['mean']:.3f}"
-    return f"{ci['mean']:.3f} ± {ci['pm']:.3f}" + (" (SE)" if ci["kind"] == "se" else "")
+        return mean
+    return f"{mean} ± {ci['pm']:.3f}" + (" (SE)" if ci["kind"] == "se" else "")
+
+
+def _per_seed(m, base):
+    """Final success minus the first method's, seed by seed: "s0 +0.020, s1 -0.010"."""
+    return ", ".join(f"s{r['seed']} {r['final_success'] - base[r['seed']]:+.3f}" for r in m["per_seed"]
+                     if r["seed"] in base and _num(r["final_success"]) is not None) or "-"
 
 
 def markdown(result: dict, title: str = "", failures=()) -> str:
     b = result["budget_tokens"]
     first = next(iter(result["methods"]), "")
     lines = [f"# prover-compare{': ' + title if title else ''}", "",
-             f"| method | seeds | final eval success | RL gain | Δ vs {first} | success @ {_f(b, '{:,.0f}')} tokens "
+             f"| method | seeds | final eval success | RL gain | Δ vs {first} | Δ per seed | success @ {_f(b, '{:,.0f}')} tokens "
              "| policy tokens/step "
              "| extra-token frac | rollout s/step | credit wait s/step | update s/step | step s/step "
-             "| judge calls | judge $ | acceptance | segment len |", "|---" * 16 + "|"]
+             "| judge calls | judge $ | acceptance | segment len |", "|---" * 17 + "|"]
+    base = {r["seed"]: r["final_success"] for r in result["methods"][first]["per_seed"]} if first else {}
     for label, m in result["methods"].items():
         t = m["time_per_step_s"]
         seeds = f"{m['seeds_completed']}" + (f"/{m['seeds_requested']}" if m["seeds_requested"] else "")
         lines.append("| " + " | ".join([
-            f"`{label}`", seeds, _pm(m["final_success"]), _pm(m["rl_gain"]),
-            "-" if m["vs_first"] is None else _pm(m["vs_first"]), _pm(m["success_at_budget"]),
+            f"`{label}`", seeds, _pm(m["final_success"]), _pm(m["rl_gain"], "+"),
+            "-" if m["vs_first"] is None else _pm(m["vs_first"], "+"),
+            "-" if m["vs_first"] is None else _per_seed(m, base), _pm(m["success_at_budget"]),
             _f(m["policy_tokens_per_step"], "{:,.0f}"), _f(m["extra_token_frac"], "{:.2f}"),
             *(_f(t[k], "{:.2f}") for k in TIMES), _f(m["judge_calls"], "{:.0f}"), _f(m["judge_cost_usd"], "{:.4f}"),
             _f(m["acceptance_rate"], "{:.2f}"), _f(m["segment_len"], "{:.2f}")]) + " |")
@@ -207,7 +217,8 @@ def markdown(result: dict, title: str = "", failures=()) -> str:
               "95% CI half-width (t-distribution, n-1 dof); `(SE)`: one seed, ± its own standard error.",
               "- RL gain: final eval success minus the same run's eval before RL (step 0, after SFT); "
               f"Δ vs {first}: final eval success minus {first}'s on the same seed. Both are paired over seeds "
-              "(a seed fixes the SFT start and the task order), mean ± 95% CI of the differences.",
+              "(a seed fixes the SFT start and the task order), mean ± 95% CI of the differences; "
+              "Δ per seed: the differences themselves.",
               "- success @ N tokens: each run's eval success interpolated linearly (between eval steps) at N "
               "generated tokens (policy + credit-extra, cumulated over RL steps): the fewest that every run reached.",
               "- extra-token frac: tokens the credit method sampled beyond the training episodes "

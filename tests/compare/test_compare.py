@@ -101,7 +101,7 @@ def md_table(md):
 
 def figures(cell):
     """The numbers a cell prints: "0.600 ± 0.248 (SE)" -> [0.6, 0.248], "2/3" -> [2, 3], "-" -> []."""
-    return [float(x) for x in re.findall(r"\d+(?:\.\d+)?", cell.replace(",", ""))]
+    return [float(x) for x in re.findall(r"(?<![\w.])[-+]?\d+(?:\.\d+)?", cell.replace(",", ""))]
 
 
 def test_report_numbers(tmp_path):
@@ -162,7 +162,9 @@ def test_report_numbers(tmp_path):
     assert figures(old["success @ 400 tokens"])[0] == 0.625 and figures(old["policy tokens/step"]) == [200]
     assert figures(new["RL gain"]) == pytest.approx([0.5, 0.248414], abs=5e-4) and new["Δ vs new"] == "-"
     assert figures(old["Δ vs new"]) == pytest.approx([0.075, 0.952965], abs=5e-4)
-    assert one["Δ vs new"] == "0.100"
+    assert figures("-0.028 ± 0.092") == [-0.028, 0.092] and figures("2/3") == [2, 3]
+    assert one["Δ vs new"] == "+0.100" and new["Δ per seed"] == "-"
+    assert old["Δ per seed"] == "s0 +0.000, s1 +0.150" and one["Δ per seed"] == "s0 +0.100"
     assert [old[k] for k in spent[1:5]] == ["0.00", "4.00", "-", "1.00"]
     assert old["acceptance"] == old["segment len"] == "-"
     assert one["seeds"] == "1/3" and one["final eval success"] == "0.600 ± 0.050 (SE)"  # one seed: its own SE
