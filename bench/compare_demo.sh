@@ -9,6 +9,8 @@
 # on 2 cores a demo step took ~8 s alone and ~20 s each with two runs at once.
 # The record of finished runs (bench/results/compare_demo/, written with --export) seeds a workdir:
 #   cp -r bench/results/compare_demo W && bash bench/compare_demo.sh W   # skips the recorded runs
+# The learning-rate probe (bench/results/compare_demo_lr):
+#   bash bench/compare_demo.sh W --methods=grpo,grpo:optim.learning_rate=5e-5,grpo:optim.learning_rate=1e-5
 set -euo pipefail
 cd "$(dirname "$0")/.."
 W=${1:-runs/compare_$(basename "${CONFIG:-configs/demo.py}" .py)}
