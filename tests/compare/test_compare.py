@@ -16,6 +16,7 @@ from prover_jax.compare import report
 from prover_jax.training.config import default_config
 
 from helpers import demo_config
+from helpers.markdown import md_table
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = demo_config.PATH + ":compare"  # the trainer tests' config, evaluated after every step
@@ -88,15 +89,6 @@ def old_style(folder, before, after):
     train = [{"step": s, "success_rate": 0.2, "policy_tokens": 200, "time/rollout_s": 4.0, "time/update_s": 1.0}
              for s in (1, 2)]
     return write_run(folder, train, (), {"success_before_rl": before, "success_after_rl": after})
-
-
-def md_table(md):
-    """{method: {column: cell}} of the report's markdown table, the columns named by its header row."""
-    lines = [line for line in md.splitlines() if line.startswith("|")]
-    cells = lambda line: [c.strip() for c in line.strip().strip("|").split("|")]  # noqa: E731
-    header = cells(lines[0])
-    assert set(lines[1]) == set("|-") and all(len(cells(line)) == len(header) for line in lines)
-    return {row[0].strip("`"): dict(zip(header, row)) for row in map(cells, lines[2:])}
 
 
 def figures(cell):

@@ -4,27 +4,16 @@ is its compare.md, and the README's tables print the same cells."""
 import glob
 import json
 import os
-import re
 
 import pytest
 
 from prover_jax.compare import report
 
+from helpers.markdown import md_table
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RECORDS = sorted(os.path.dirname(p) for p in glob.glob(os.path.join(ROOT, "bench/results/compare_*/compare.json")))
 SHARED = ("final eval success", "RL gain", "Δ vs grpo", "Δ per seed", "extra-token frac")
-
-
-def table(lines: list[str]) -> dict:
-    """{method: {column: cell}} of the markdown table whose header is lines[0]."""
-    cells = lambda line: [c.strip() for c in line.strip().strip("|").split("|")]  # noqa: E731
-    header, rows = cells(lines[0]), {}
-    for line in lines[2:]:
-        if not line.startswith("|"):
-            break
-        row = cells(line)
-        rows[re.match(r"`([^`]+)`", row[0]).group(1)] = dict(zip(header, row))
-    return rows
 
 
 def rebuild(record: str, out: str) -> str:
@@ -42,13 +31,13 @@ def rebuild(record: str, out: str) -> str:
 def test_record_reproduces_and_readme_quotes_it(record, tmp_path):
     md = open(os.path.join(record, "compare.md")).read()
     assert rebuild(record, str(tmp_path)) == md
-    recorded = table(md.splitlines()[2:])
+    recorded = md_table(md)
     budget = json.load(open(os.path.join(record, "compare.json")))["budget_tokens"]
-    readme = open(os.path.join(ROOT, "README.md")).read().splitlines()
-    header = [i for i, line in enumerate(readme)
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    header = [i for i, line in enumerate(readme.splitlines())
               if line.startswith("| method |") and f"success @ {budget:,.0f} tokens" in line]
     assert len(header) == 1, f"README: one table at the budget of {os.path.basename(record)} ({budget:,.0f})"
-    quoted = table(readme[header[0]:])
+    quoted = md_table(readme, header[0])
     assert list(quoted) == list(recorded)
     for method, row in quoted.items():
         for column in SHARED + (f"success @ {budget:,.0f} tokens",):
