@@ -150,6 +150,9 @@ def summarize(runs: dict[str, list[dict]], seeds_requested: int | None = None) -
     for label, rs in runs.items():
         at = [at_budget(r, budget) for r in rs]
         start = [r["evals"][0]["success"] if r["evals"] and r["evals"][0]["step"] == 0 else None for r in rs]
+        # final success minus the first method's on the same seed, seed by seed
+        vs_first = {} if label == first else {r["seed"]: r["final_success"] - base[r["seed"]] for r in rs
+                                               if r["seed"] in base and _num(r["final_success"]) is not None}
         methods[label] = {
             "seeds_completed": len(rs), "seeds_requested": seeds_requested,
             "final_success": mean_ci([r["final_success"] for r in rs], rs[0]["final_se"] if rs else None),
@@ -157,9 +160,7 @@ def summarize(runs: dict[str, list[dict]], seeds_requested: int | None = None) -
             "rl_gain": mean_ci([r["final_success"] - s0 for r, s0 in zip(rs, start)
                                 if s0 is not None and _num(r["final_success"]) is not None]),
             # ... and its final success minus the first method's on the same seed
-            "vs_first": None if label == first else mean_ci(
-                [r["final_success"] - base[r["seed"]] for r in rs
-                 if r["seed"] in base and _num(r["final_success"]) is not None]),
+            "vs_first": None if label == first else mean_ci(list(vs_first.values())),
             "success_at_budget": mean_ci([p for p, _ in at], at[0][1] if at else None),
             "policy_tokens_per_step": _mean(r["policy_tokens_per_step"] for r in rs),
             "extra_token_frac": _mean(r["extra_token_frac"] for r in rs),
@@ -169,7 +170,7 @@ def summarize(runs: dict[str, list[dict]], seeds_requested: int | None = None) -
             "acceptance_rate": _mean(r["acceptance_rate"] for r in rs),
             "segment_len": _mean(r["segment_len"] for r in rs),
             "per_seed": [{k: r[k] for k in ("seed", "folder", "steps", "total_tokens", "final_success", "evals")}
-                         | {"success_at_budget": p} for r, (p, _) in zip(rs, at)],
+                         | {"success_at_budget": p, "vs_first": vs_first.get(r["seed"])} for r, (p, _) in zip(rs, at)],
         }
     return {"budget_tokens": budget, "methods": methods}
 
@@ -188,28 +189,27 @@ def _pm(ci, sign=""):
     return f"{mean} ± {ci['pm']:.3f}" + (" (SE)" if ci["kind"] == "se" else "")
 
 
-def _per_seed(m, base):
+def _per_seed(m):
     """Final success minus the first method's, seed by seed: "s0 +0.020, s1 -0.010"."""
-    return ", ".join(f"s{r['seed']} {r['final_success'] - base[r['seed']]:+.3f}" for r in m["per_seed"]
-                     if r["seed"] in base and _num(r["final_success"]) is not None) or "-"
+    return ", ".join(f"s{r['seed']} {r['vs_first']:+.3f}" for r in m["per_seed"] if r["vs_first"] is not None) or "-"
 
 
 def markdown(result: dict, title: str = "", failures=()) -> str:
     b = result["budget_tokens"]
     first = next(iter(result["methods"]), "")
     lines = [f"# prover-compare{': ' + title if title else ''}", "",
-             f"| method | seeds | final eval success | RL gain | Δ vs {first} | Δ per seed | success @ {_f(b, '{:,.0f}')} tokens "
+             f"| method | seeds | final eval success | RL gain | Δ vs {first} | Δ per seed "
+             f"| success @ {_f(b, '{:,.0f}')} tokens "
              "| policy tokens/step "
              "| extra-token frac | rollout s/step | credit wait s/step | update s/step | step s/step "
              "| judge calls | judge $ | acceptance | segment len |", "|---" * 17 + "|"]
-    base = {r["seed"]: r["final_success"] for r in result["methods"][first]["per_seed"]} if first else {}
     for label, m in result["methods"].items():
         t = m["time_per_step_s"]
         seeds = f"{m['seeds_completed']}" + (f"/{m['seeds_requested']}" if m["seeds_requested"] else "")
         lines.append("| " + " | ".join([
             f"`{label}`", seeds, _pm(m["final_success"]), _pm(m["rl_gain"], "+"),
             "-" if m["vs_first"] is None else _pm(m["vs_first"], "+"),
-            "-" if m["vs_first"] is None else _per_seed(m, base), _pm(m["success_at_budget"]),
+            _per_seed(m), _pm(m["success_at_budget"]),
             _f(m["policy_tokens_per_step"], "{:,.0f}"), _f(m["extra_token_frac"], "{:.2f}"),
             *(_f(t[k], "{:.2f}") for k in TIMES), _f(m["judge_calls"], "{:.0f}"), _f(m["judge_cost_usd"], "{:.4f}"),
             _f(m["acceptance_rate"], "{:.2f}"), _f(m["segment_len"], "{:.2f}")]) + " |")

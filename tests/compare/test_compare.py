@@ -132,6 +132,8 @@ def test_report_numbers(tmp_path):
     # vs the first method on the same seed: old 0.5 - 0.5, 0.75 - 0.6; one 0.6 - 0.5 (one pair: no interval)
     assert new["vs_first"] is None
     assert old["vs_first"]["mean"] == pytest.approx(0.075)
+    assert [s["vs_first"] for s in old["per_seed"]] == pytest.approx([0.0, 0.15])  # the pairs themselves
+    assert [s["vs_first"] for s in new["per_seed"]] == [None] * 3
     assert old["vs_first"]["pm"] == pytest.approx(12.706205 * 0.106066 / math.sqrt(2), abs=1e-5)
     assert one["vs_first"]["mean"] == pytest.approx(0.1) and one["vs_first"]["pm"] is None
     assert new["time_per_step_s"] == {"rollout": 1.0, "credit_wait": 0.5, "update": 2.0, "step": 3.5}
