@@ -121,6 +121,7 @@ def default_config() -> ml_collections.ConfigDict:
     c.sft.steps = 0  # SFT optimizer steps; 0 = no warm start
     c.sft.episodes = 256  # expert episodes (seeds train_seed_start ...)
     c.sft.batch_size = 16  # demonstrations per SFT step
+    c.sft.successes_only = True  # train on the demonstrator's successful episodes only (False: on all of them)
     c.sft.learning_rate = 1e-3  # peak Adam learning rate
     c.sft.warmup_steps = 20  # linear warmup, then cosine decay
     c.sft.final_lr_frac = 0.05  # learning rate at the last step, as a fraction of the peak

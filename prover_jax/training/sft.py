@@ -33,12 +33,20 @@ SFT_LENGTH_MULTIPLE = 32
 SFT_LOG_EVERY = 50  # W/sft.jsonl is rewritten every this many steps (and at the end)
 
 
-def demonstrations(rollout: Rollout, pool, seeds, max_length: int) -> list:
-    """Expert trajectories for `seeds` (played pool.num_envs at a time) that fit max_length tokens."""
+def demonstrations(rollout: Rollout, pool, seeds, max_length: int, successes_only: bool = True) -> list:
+    """The demonstrator's trajectories for `seeds` (played pool.num_envs at a time) that fit max_length
+    tokens; only its successful ones unless `successes_only` is False. The responses of invalid turns
+    (a demonstrator's slips, see household's demo_noise) stay in the context but leave the policy
+    mask: SFT trains on the recovery, not on the slip."""
     out = []
     for i in range(0, len(seeds), pool.num_envs):
         out += rollout.run(pool, seeds[i:i + pool.num_envs], expert=True)
-    return [t for t in out if t.success and len(t.tokens) <= max_length]
+    demos = [t for t in out if (t.success or not successes_only) and len(t.tokens) <= max_length]
+    for t in demos:
+        for turn in t.turns:
+            if not turn.valid:
+                t.policy_mask[turn.start:turn.end] = [False] * (turn.end - turn.start)
+    return demos
 
 
 def sft_schedule(cfg) -> optax.Schedule:
@@ -87,7 +95,7 @@ def warm_start(trainer, cfg, progress: bool = False) -> dict:
     t0 = time.perf_counter()
     expert = Rollout(None, trainer.tokenizer, trainer.rollout_config(SamplingParams()))
     seeds = list(range(c.env.train_seed_start, c.env.train_seed_start + cfg.episodes))
-    demos = demonstrations(expert, trainer.pool, seeds, c.rollout.max_target_length)
+    demos = demonstrations(expert, trainer.pool, seeds, c.rollout.max_target_length, cfg.successes_only)
     if not demos:
         raise RuntimeError("no expert demonstration fits rollout.max_target_length")
     optimizer = optax.chain(optax.clip_by_global_norm(1.0), optax.adam(sft_schedule(cfg)))

@@ -81,6 +81,34 @@ def make_optimizer(cfg) -> optax.GradientTransformation:
     return optax.inject_hyperparams(build)(learning_rate=_warmup(cfg.learning_rate, cfg.warmup_steps))
 
 
+def configured_learning_rate(cfg, updates: int) -> float:
+    """The rate `cfg.optim`'s schedule applies at the update after `updates` completed ones (what
+    `opt_state.hyperparams["learning_rate"]` should hold once they are done)."""
+    rate = _warmup(cfg.learning_rate, cfg.warmup_steps)
+    return float(rate(max(updates - 1, 0))) if callable(rate) else float(rate)
+
+
+def with_configured_hyperparams(opt_state, cfg, updates: int):
+    """`opt_state` (restored from a checkpoint) with its injected hyperparameters taken from `cfg`.
+
+    `optax.inject_hyperparams` keeps a constant learning rate IN the optimizer state and applies the
+    stored value, so a restored state would train at the checkpoint's rate, not the configured one.
+    Every other optimizer setting (b1, b2, weight decay, clip, the schedule) is built from `cfg` and
+    is never stored. Returns (opt_state, {name: (checkpoint value, configured value)} of the
+    hyperparameters that differed).
+    """
+    hyper = getattr(opt_state, "hyperparams", None)
+    if hyper is None or "learning_rate" not in hyper:
+        return opt_state, {}
+    old = hyper["learning_rate"]
+    want = configured_learning_rate(cfg, updates)
+    changed = {}
+    if not jnp.isclose(float(old), want, rtol=1e-6, atol=0.0):
+        changed["learning_rate"] = (float(old), want)
+    new = jnp.full_like(old, want)  # keeps the (replicated, possibly multi-host) sharding
+    return opt_state._replace(hyperparams={**hyper, "learning_rate": new}), changed
+
+
 def init_train_state(model: nnx.Module, optimizer: optax.GradientTransformation) -> TrainState:
     """TrainState of `model`'s Params (optimizer moments placed like the params they track)."""
     _, params = nnx.split(model, nnx.Param)

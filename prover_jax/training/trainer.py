@@ -51,7 +51,8 @@ from prover_jax.training.batch import pack, padded_length
 from prover_jax.training.loss import check_sampling
 from prover_jax.training.checkpoints import Checkpoints
 from prover_jax.training.metrics import CompileCounter, merge_rows
-from prover_jax.training.step import abstract_batch, init_train_state, make_optimizer, make_train_step
+from prover_jax.training.step import (abstract_batch, init_train_state, make_optimizer, make_train_step,
+                                      with_configured_hyperparams)
 from prover_jax.training.workdir import append_line, read_lines, save_folder, workdir_path
 
 MAX_SKIPS_IN_A_ROW = 5
@@ -193,6 +194,7 @@ class Trainer:
         if found is None:
             return False
         self.state, meta, step = found
+        self._configured_hyperparams()
         self.tasks.set_state(meta["tasks"])
         self.sft_done = meta["sft_done"]
         self.batches_drawn = int(meta.get("batches_drawn", meta.get("step", step)))
@@ -215,6 +217,14 @@ class Trainer:
             self.metrics_path.write_text("".join(line + "\n" for line in kept))
         logging.info("resumed from %s at step %d", self.ckpts.directory, step)
         return True
+
+    def _configured_hyperparams(self) -> None:
+        """A restored optimizer state trains with the configured hyperparameters, not the stored ones."""
+        opt_state, changed = with_configured_hyperparams(self.state.opt_state, self.config.optim, self.step)
+        for name, (stored, configured) in changed.items():
+            logging.warning("optim.%s: the checkpoint in %s was trained at %g; resuming at the configured %g",
+                            name, self.ckpts.directory, stored, configured)
+        self.state = self.state.replace(opt_state=opt_state)
 
     # Steps.
     @property

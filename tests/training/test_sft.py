@@ -45,3 +45,28 @@ def test_step_loss_is_masked_nll_and_decreases():
         losses.append(float(loss))
     assert np.isclose(losses[0], want, rtol=1e-5)
     assert losses[-1] < 0.5 * losses[0]
+
+
+def test_demonstrations_keep_successes_and_mask_the_slips(household_tokenizer):
+    """Demonstrations played by the household demonstrator with slips (demo_noise): only successful
+    episodes are kept, and the responses of invalid turns leave the policy mask while every valid
+    response stays in it."""
+    from prover_jax.envs.pool import EnvPool
+    from prover_jax.rollout import Rollout, RolloutConfig
+    from prover_jax.training.sft import demonstrations
+
+    kw = dict(task_type="pick_and_place", max_turns=8, expert_turns=(3, 5), num_receptacles=4, num_objects=3,
+              demo_noise=0.4, demo_confusion=0.5)
+    pool = EnvPool("household", 8, kw)
+    try:
+        expert = Rollout(None, household_tokenizer, RolloutConfig())
+        demos = demonstrations(expert, pool, list(range(16)), max_length=4096)
+    finally:
+        pool.close()
+    assert 0 < len(demos) < 16 and all(t.success for t in demos)
+    slips = 0
+    for t in demos:
+        for turn in t.turns:
+            assert any(t.policy_mask[turn.start:turn.end]) == turn.valid
+            slips += not turn.valid
+    assert slips > 0

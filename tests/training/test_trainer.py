@@ -223,6 +223,47 @@ def test_extra_episodes_trained_and_kl_reference_is_the_policy_rl_starts_from(tm
         t.close()
 
 
+def test_resume_trains_at_the_configured_learning_rate(tmp_path, caplog):
+    """A checkpoint written at lr 2e-4 and resumed with 1e-5 configured trains at 1e-5 (optax keeps a
+    constant rate in the optimizer state, which the restore would otherwise bring back), and one warning
+    names both rates; resumed with the checkpoint's own rate, it warns of nothing."""
+    import logging
+
+    c = tiny_config()
+    c.sft.steps = 0
+    c.credit.method = "grpo"
+    c.optim.learning_rate = 2e-4
+    workdir = str(tmp_path / "lr")
+    t = trainer_lib.Trainer(c, workdir)
+    try:
+        assert t.rl_step()["learning_rate"] == pytest.approx(2e-4)
+        t.save()
+    finally:
+        t.close()
+    for configured, warned in ((1e-5, True), (2e-4, False)):
+        c.optim.learning_rate = configured
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            t = trainer_lib.Trainer(c, workdir)
+        try:
+            assert t.restored and t.step == 1
+            assert float(t.state.opt_state.hyperparams["learning_rate"]) == pytest.approx(configured)
+            msgs = [r.getMessage() for r in caplog.records if "optim.learning_rate" in r.getMessage()]
+            assert len(msgs) == warned, msgs
+            if warned:
+                assert "0.0002" in msgs[0] and "1e-05" in msgs[0]
+            assert t.rl_step()["learning_rate"] == pytest.approx(configured)  # the rate the update applied
+        finally:
+            t.close()
+
+
+def test_configured_learning_rate_follows_the_warmup():
+    from prover_jax.training.step import configured_learning_rate
+    from ml_collections import ConfigDict
+    cfg = ConfigDict(dict(learning_rate=0.1, warmup_steps=4))
+    assert [configured_learning_rate(cfg, n) for n in (0, 1, 2, 4, 9)] == pytest.approx([0.025, 0.025, 0.05, 0.1, 0.1])
+
+
 @pytest.mark.parametrize("field,value", [("temperature", 0.7), ("top_p", 0.9), ("top_k", 20)])
 def test_truncated_or_tempered_sampling_is_refused(field, value):
     r = tiny_config().rollout

@@ -37,11 +37,12 @@ held-out layout. `State.seed` / `Layout.seed` are the generator seed (draw id) a
 from __future__ import annotations
 
 import dataclasses
+import random
 import re
 
 from prover_jax.envs.base import Env, PromptSpec, info_dict, register, split_seed
 from prover_jax.envs.household.expert import expert_command
-from prover_jax.envs.household.gen import TASK_TYPES, Config, generate
+from prover_jax.envs.household.gen import LOOKALIKE, TASK_TYPES, Config, generate
 from prover_jax.envs.household.world import Layout, State, apply, commands, intro_text
 from prover_jax.envs.splits import EVAL_FRACTION, ContentSplit
 from prover_jax.envs.text import normalize as fold
@@ -90,25 +91,50 @@ class HouseholdEnv(Env):
       max_turns: turn limit of an episode.
       expert_turns: (lo, hi) range of the expert's episode length the generator aims for.
       eval_fraction: share of the generated layouts held out as eval tasks (see module docstring).
+      target_types: the task object types a task may draw (None: every type with a lookalike in the
+        room), e.g. a few lookalike pairs so that each pivotal choice recurs across many tasks.
+      demo_confusion: share of the tasks (drawn from the task's seed) in which the demonstrator,
+        `expert_action` (what SFT's demonstrations play), mistakes the lookalike for the task object
+        and commits whichever it meets first (those episodes fail; SFT keeps them only with
+        sft.successes_only=False); `info["expert"]` stays the true expert. 0 = a perfect demonstrator.
+      demo_noise: DART-style slips of the demonstrator: before each of its commands, with this
+        probability (drawn from the task's seed and the turn), it first issues a well-formed command
+        that is not admissible, as a policy's slip would be; the env answers "Nothing happens" and the
+        demonstrator recovers. SFT trains on the recoveries, never on the slips (invalid turns).
     """
 
     name = "household"
 
     def __init__(self, task_type: str | None = None, num_receptacles: int | None = None,
                  num_objects: int | None = None, num_decoys: int | None = None, max_turns: int = 30,
-                 expert_turns: tuple[int, int] = (10, 24), eval_fraction: float = EVAL_FRACTION):
+                 expert_turns: tuple[int, int] = (10, 24), eval_fraction: float = EVAL_FRACTION,
+                 target_types: tuple[str, ...] | None = None, demo_confusion: float = 0.0,
+                 demo_noise: float = 0.0):
         if task_type is not None and task_type not in TASK_TYPES:
             raise ValueError(f"unknown task_type {task_type!r}; known: {TASK_TYPES}")
+        if not 0.0 <= demo_confusion <= 1.0:
+            raise ValueError(f"env.kwargs.demo_confusion must lie in [0, 1], got {demo_confusion}")
+        self.demo_confusion = float(demo_confusion)
+        if not 0.0 <= demo_noise < 1.0:
+            raise ValueError(f"env.kwargs.demo_noise must lie in [0, 1), got {demo_noise}")
+        self.demo_noise = float(demo_noise)
         lo, hi = expert_turns
+        if target_types is not None:
+            target_types = tuple(target_types)
+            unknown = [t for t in target_types if t not in LOOKALIKE]
+            if unknown or not target_types:
+                raise ValueError(f"env.kwargs.target_types: {unknown or 'empty'} not among the task object "
+                                 f"types {sorted(LOOKALIKE)}")
         self.config = Config(task_type=task_type, num_receptacles=num_receptacles,
                              num_objects=num_objects, num_decoys=num_decoys, max_turns=max_turns,
-                             expert_turns=(lo, min(hi, max_turns)))
+                             expert_turns=(lo, min(hi, max_turns)), target_types=target_types)
         config = self.config
         self.split = ContentSplit("household", lambda draw: layout_key(generate(draw, config)), eval_fraction,
                                   cache_key=config)
         self._layout: Layout | None = None
         self._state: State | None = None
         self._cmds: dict = {}
+        self._slipped = False  # the demonstrator's last command was a slip (demo_noise)
 
     @property
     def prompt(self) -> PromptSpec:
@@ -125,6 +151,7 @@ class HouseholdEnv(Env):
     def reset(self, seed: int) -> tuple[str, dict]:
         self._layout = generate(self.split.index(int(seed)), self.config)
         self._set_state(self._layout.init)
+        self._slipped = False
         return intro_text(self._layout), self._info(valid=True)
 
     def task_id(self, seed: int, split: str = "train") -> str:
@@ -191,13 +218,39 @@ class HouseholdEnv(Env):
         if self._layout is None or self._layout.seed != snapshot.seed:
             self._layout = generate(snapshot.seed, self.config)
         self._set_state(snapshot)
+        self._slipped = False
 
     def expert_action(self) -> str | None:
-        return expert_command(self.layout, self._state)
+        """The demonstrator's command: the expert's, or in a `demo_confusion` share of the tasks the
+        command of an expert who takes the lookalike for the task object; with `demo_noise`, sometimes a
+        slip first (an inadmissible command) when the previous turn was not one already."""
+        command = expert_command(self.layout, self._state, confused=self.confused(self.layout.seed))
+        if command is None or self.demo_noise <= 0 or self._slipped:
+            self._slipped = False
+            return command
+        rng = random.Random(f"household-slip-{self.layout.seed}-{self._state.turn}")
+        if rng.random() >= self.demo_noise:
+            return command
+        slips = sorted(set(well_formed(self.layout)) - set(self._cmds))
+        self._slipped = bool(slips)
+        return rng.choice(slips) if slips else command
+
+    def confused(self, seed: int) -> bool:
+        """Whether the demonstrator confuses the lookalike in the task drawn with generator seed `seed`."""
+        return (self.demo_confusion > 0
+                and random.Random(f"household-confusion-{seed}").random() < self.demo_confusion)
 
     def admissible(self) -> list[str]:
         """The admissible commands of the current state (as in `info["admissible"]`)."""
         return list(self._cmds)
+
+
+def well_formed(layout: Layout) -> list[str]:
+    """Commands of the room's own nouns in ALFWorld's wording, admissible or not (the slips of
+    `demo_noise` are drawn from the ones that are not)."""
+    recs, objs = layout.receptacles, layout.objects
+    return ([f"go to {r}" for r in recs] + [f"open {r}" for r in recs]
+            + [f"take {o} from {r}" for o in objs for r in recs] + [f"put {o} in/on {r}" for o in objs for r in recs])
 
 
 def layout_key(layout: Layout) -> str:

@@ -30,10 +30,12 @@ def _reach(layout: Layout, state: State, r: int, then: str) -> str:
     return then
 
 
-def _usable(layout: Layout, state: State, o: int) -> bool:
-    """A target object that can still count: not ruined, not committed, not locked away."""
+def _usable(layout: Layout, state: State, o: int, confused: bool = False) -> bool:
+    """A target object that can still count: not ruined, not committed, not locked away (confused:
+    the lookalike is taken for a target too)."""
     at = state.obj_loc[o]
-    return (layout.obj_types[o] == layout.target_type
+    types = (layout.target_type, layout.decoy_type) if confused else (layout.target_type,)
+    return (layout.obj_types[o] in types
             and not state.obj_flags[o] & (RUINED | COMMITTED)
             and (at == HAND or not (_bit(state.locked, at) and not accessible(layout, state, at))))
 
@@ -63,8 +65,12 @@ def _drop_spot(layout: Layout, state: State) -> int | None:
     return None
 
 
-def expert_command(layout: Layout, state: State) -> str | None:
-    """The expert's next command (always admissible), or None once the episode is over."""
+def expert_command(layout: Layout, state: State, confused: bool = False) -> str | None:
+    """The expert's next command (always admissible), or None once the episode is over.
+
+    confused=True plays a demonstrator who cannot tell the task object from its lookalike: it takes
+    and commits whichever of the two it meets first (decoys lie no later than the first target, so it
+    usually commits the decoy and fails), otherwise acting as the expert."""
     if state.done:
         return None
     if state.failed:
@@ -72,7 +78,7 @@ def expert_command(layout: Layout, state: State) -> str | None:
     h = holding(state)
     if h is not None:
         name = layout.objects[h]
-        if not _usable(layout, state, h):
+        if not _usable(layout, state, h, confused):
             if state.loc not in (ROOM, layout.goal) and not (
                     _bit(state.locked, state.loc) and not accessible(layout, state, state.loc)):
                 return _reach(layout, state, state.loc, f"put {name} in/on {layout.receptacles[state.loc]}")
@@ -97,7 +103,7 @@ def expert_command(layout: Layout, state: State) -> str | None:
             return "look"
         return _reach(layout, state, g, f"put {name} in/on {layout.receptacles[g]}")
     known = [o for o, at in enumerate(state.obj_loc)
-             if at >= 0 and at != layout.goal and _bit(state.seen, at) and _usable(layout, state, o)]
+             if at >= 0 and at != layout.goal and _bit(state.seen, at) and _usable(layout, state, o, confused)]
     if known:
         here = [o for o in known if state.obj_loc[o] == state.loc]
         o = min(here or known, key=lambda i: (state.obj_loc[i], layout.objects[i]))

@@ -100,6 +100,7 @@ class Config:
     num_decoys: int | None = None
     max_turns: int = 30
     expert_turns: tuple[int, int] = (10, 24)
+    target_types: tuple[str, ...] | None = None
     attempts: int = 200
 
 
@@ -157,7 +158,8 @@ def _draw(rng: random.Random, seed: int, task_type: str, config: Config) -> Layo
     rooms, targets, required, needed, goal_kinds = TASKS[task_type]
     room = rng.choice(rooms)
     caps, room_objects = ROOMS[room]
-    candidates = [t for t in (targets or room_objects) if LOOKALIKE.get(t) in room_objects]
+    candidates = [t for t in (targets or room_objects) if LOOKALIKE.get(t) in room_objects
+                  and (config.target_types is None or t in config.target_types)]
     if not candidates:
         return None
     target = rng.choice(candidates)
