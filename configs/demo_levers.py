@@ -10,26 +10,17 @@ tasks); without it, every type with a lookalike in the room.
 
 import os
 
-from ml_collections import config_dict
-
 from prover_jax.envs.household.gen import LOOKALIKE
+from prover_jax.training.config import load_config_file
 
-_DEMO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "demo.py")
+_HERE = os.path.dirname(os.path.abspath(__file__))
 PAIRS = ("apple", "tomato", "mug", "cup", "pen", "pencil", "cloth", "handtowel", "cellphone", "remotecontrol")
-
-
-def _demo_config():
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("demo_config", _DEMO)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config()
 
 
 def get_config(variant: str = ""):
     if variant not in ("", "pairs"):
         raise ValueError(f"configs/demo_levers.py: unknown variant {variant!r}; expected '' or 'pairs'")
-    c = _demo_config()
+    c = load_config_file(os.path.join(_HERE, "demo.py"))
     # the task object types a task may draw: five lookalike pairs (:pairs) or every type
     c.env.kwargs.target_types = PAIRS if variant == "pairs" else tuple(sorted(LOOKALIKE))
     c.env.kwargs.demo_confusion = 0.0  # share of tasks whose demonstrator commits the lookalike it meets first
@@ -42,5 +33,4 @@ def get_config(variant: str = ""):
     c.train.steps = 40  # RL updates
     c.train.eval_every = 20  # held-out evaluation mid-way too
     c.train.checkpoint_every = 20  # RL checkpoints (the SFT start is checkpoint 0 of a train.steps=0 run)
-    assert isinstance(c.env.kwargs, config_dict.ConfigDict)
     return c

@@ -18,6 +18,17 @@ from __future__ import annotations
 import ml_collections
 
 
+def load_config_file(path: str, arg: str | None = None) -> ml_collections.ConfigDict:
+    """`get_config([arg])` of the Python config file at `path` (a config built on another one)."""
+    import importlib.util
+    import os
+
+    spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3] + "_config", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config() if arg is None else module.get_config(arg)
+
+
 def default_config() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
     c.seed = 0  # seeds task order, sampling and initialisation
