@@ -10,19 +10,12 @@ A prover config file (`--config=tests/helpers/demo_config.py[:VARIANT]`, read by
 the tests start) and a module (`from helpers.demo_config import get_config`): it imports nothing from
 the tests."""
 
-import importlib.util
 import os
+
+from prover_jax.training.config import load_config_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PATH = os.path.abspath(__file__)
-
-
-def load_config_file(path: str, arg: str | None = None):
-    """get_config([arg]) of the Python config file at `path`."""
-    spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3] + "_config", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config() if arg is None else module.get_config(arg)
 
 
 def small_demo():
