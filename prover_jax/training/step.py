@@ -105,7 +105,8 @@ def with_configured_hyperparams(opt_state, cfg, updates: int):
     changed = {}
     if not jnp.isclose(float(old), want, rtol=1e-6, atol=0.0):
         changed["learning_rate"] = (float(old), want)
-    new = jnp.full_like(old, want)  # keeps the (replicated, possibly multi-host) sharding
+    # computed on the devices with old's sharding, so a multi-host (not fully addressable) array works too
+    new = jax.jit(lambda x: jnp.full_like(x, want), out_shardings=old.sharding)(old)
     return opt_state._replace(hyperparams={**hyper, "learning_rate": new}), changed
 
 
