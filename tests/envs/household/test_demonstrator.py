@@ -50,8 +50,8 @@ def test_a_confused_demonstrator_commits_the_lookalike_in_its_share_of_tasks(q):
             assert is_confused
             committed = [o for o, f in enumerate(env.snapshot().obj_flags) if f & COMMITTED]
             assert [env.layout.obj_types[o] for o in committed] == [env.layout.decoy_type]
-        env.reset(seed)
-        assert env.step(env._info(True)["expert"])[3]["valid"]
+        _, info = env.reset(seed)
+        assert env.step(info["expert"])[3]["valid"]
     assert confused == 0 if q == 0 else abs(confused / 120 - q) < 0.15
     assert (failed > 0) == (q > 0)
     with pytest.raises(ValueError, match="demo_confusion"):
