@@ -88,14 +88,16 @@ def make_sft_step(graphdef, optimizer):
     return step
 
 
-def warm_start(trainer, cfg, progress: bool = False) -> dict:
-    """Trains trainer.state.params for cfg.steps steps of cfg.batch_size demonstrations; logs to
+def warm_start(trainer, cfg, progress: bool = False, demos: list | None = None) -> dict:
+    """Trains trainer.state.params for cfg.steps steps of cfg.batch_size demonstrations (`demos`, by
+    default the demonstrator's episodes of the first cfg.episodes training tasks); logs to
     WORKDIR/sft.jsonl; returns {demos, loss_first, loss_last, seconds}."""
     c = trainer.config
     t0 = time.perf_counter()
-    expert = Rollout(None, trainer.tokenizer, trainer.rollout_config(SamplingParams()))
-    seeds = list(range(c.env.train_seed_start, c.env.train_seed_start + cfg.episodes))
-    demos = demonstrations(expert, trainer.pool, seeds, c.rollout.max_target_length, cfg.successes_only)
+    if demos is None:
+        expert = Rollout(None, trainer.tokenizer, trainer.rollout_config(SamplingParams()))
+        seeds = list(range(c.env.train_seed_start, c.env.train_seed_start + cfg.episodes))
+        demos = demonstrations(expert, trainer.pool, seeds, c.rollout.max_target_length, cfg.successes_only)
     if not demos:
         raise RuntimeError("no expert demonstration fits rollout.max_target_length")
     optimizer = optax.chain(optax.clip_by_global_norm(1.0), optax.adam(sft_schedule(cfg)))

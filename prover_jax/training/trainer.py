@@ -330,8 +330,9 @@ class Trainer:
         """Greedy success and score on held-out eval tasks (`evaluation.evaluate`)."""
         return evaluation.evaluate(self.greedy, self.pool, self.eval_task_count(episodes))
 
-    def run_sft(self, progress: bool = False) -> dict:
-        out = sft.warm_start(self, self.config.sft, progress=progress)
+    def run_sft(self, progress: bool = False, demos: list | None = None) -> dict:
+        """The SFT warm start (sft.warm_start) on `demos`, by default the demonstrator's episodes."""
+        out = sft.warm_start(self, self.config.sft, progress=progress, demos=demos)
         self.sft_done = True
         self.driver.update_params(self.sync(self.state.params))
         return out
