@@ -1,7 +1,8 @@
 """FastAPI routes of prover-serve: GET /v1/models, POST /v1/chat/completions, GET /health.
 
-Every error is a JSON body in OpenAI's shape (`protocol.error_body`): 400 for a bad request (bad
-JSON, unknown role, bad schema, context too long naming the limit), 404 for an unknown model or
+Every error is a JSON body in OpenAI's shape (`protocol.error_body`): 401 for a missing or wrong API
+key (when the server has one), 400 for a bad request (bad JSON, unknown role, bad schema, context too
+long, body / messages / tools over their limits, each naming the limit), 404 for an unknown model or
 route, 503 with Retry-After when the engine's queue is full, 500 for a failure of the server itself.
 A request whose client disconnects is cancelled on the engine (its slots go to the next request).
 A bad request never touches the engine thread, so the next request is served as usual.
@@ -18,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from prover_jax.serving import protocol as P
 from prover_jax.serving.chat import ChatService, ClientGone
+from prover_jax.serving.guard import DEFAULT_MAX_BODY_BYTES, read_body, require_key
 
 log = logging.getLogger(__name__)
 
@@ -26,9 +28,14 @@ def error_response(e: P.ApiError) -> JSONResponse:
     return JSONResponse(e.body(), status_code=e.status, headers=e.headers)
 
 
-def create_app(service: ChatService) -> FastAPI:
+def create_app(service: ChatService, api_key: str | None = None,
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
+    """The routes over `service`; with `api_key` every route wants `Authorization: Bearer api_key`
+    (serving.guard); a chat request body over `max_body_bytes` gets 400."""
     app = FastAPI(title="prover-serve", docs_url=None, redoc_url=None)
     app.state.service = service
+    if api_key:
+        require_key(app, api_key)
 
     @app.exception_handler(P.ApiError)
     async def _api_error(request: Request, e: P.ApiError):
@@ -65,7 +72,7 @@ def create_app(service: ChatService) -> FastAPI:
     @app.post("/v1/chat/completions")
     async def chat(request: Request):
         try:
-            body = json.loads(await request.body() or b"null")
+            body = json.loads(await read_body(request, max_body_bytes) or b"null")
         except ValueError as e:
             raise P.bad(f"the request body is not valid JSON: {e}") from None
         req = service.parse(body)

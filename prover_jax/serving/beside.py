@@ -13,14 +13,15 @@ decode cache stay resident next to the policy's train state and rollout engine: 
 them (its `judge_generate` program and the `together` row). A judge too large for that, or shared by
 several runs, is served on its own host instead (`prover-serve` there, judge.openai.base_url here).
 
-Served locally, the judge's tokens cost nothing (judge.openai.usd_per_m_* are set to 0) and the API key
-is not needed (a localhost base_url is self-hosted).
+Served locally, the judge's tokens cost nothing (judge.openai.usd_per_m_* are set to 0). The server wants
+a random key drawn per run, which the trainer hands to the judge's client; no environment key is read.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import secrets
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +66,8 @@ def check_section(judge_section) -> None:
 class LocalJudge:
     """A running prover-serve (engine worker + HTTP server thread) inside this process."""
 
-    def __init__(self, service, server, name: str):
-        self.service, self.server, self.name = service, server, name
+    def __init__(self, service, server, name: str, api_key: str):
+        self.service, self.server, self.name, self.api_key = service, server, name, api_key
 
     @property
     def base_url(self) -> str:
@@ -75,7 +76,8 @@ class LocalJudge:
     @classmethod
     def start(cls, judge_section, workdir: str | None = None) -> "LocalJudge":
         """Loads judge.serve.model on this host's devices, serves it on judge.serve.host:port (0: a free
-        port) and points judge.openai at it (base_url, model, zero prices). Mutates `judge_section`."""
+        port) behind a random API key (`.api_key`, for the judge's client) and points judge.openai at it
+        (base_url, model, zero prices). Mutates `judge_section`."""
         from prover_jax.serving.app import create_app
         from prover_jax.serving.cli import ServerThread, build_service
 
@@ -86,15 +88,16 @@ class LocalJudge:
                                 max_target_length=s.max_target_length, max_prefill_length=s.max_prefill_length,
                                 max_pending=max(int(judge_section.max_concurrency) * 2, 4), dtype=s.dtype,
                                 max_string_chars=s.max_string_chars, mesh=local_mesh(s.tensor))
+        api_key = secrets.token_urlsafe(32)  # a key per run: nobody else on the network can call it
         try:
-            server = ServerThread(create_app(service), host=s.host, port=int(s.port)).start()
+            server = ServerThread(create_app(service, api_key=api_key), host=s.host, port=int(s.port)).start()
         except Exception:
             service.worker.stop()
             raise
         o = judge_section.openai
         o.base_url, o.model, o.usd_per_m_input, o.usd_per_m_output = server.base_url, name, 0.0, 0.0
         log.info("judge %s served at %s (%s)", name, server.base_url, s.model)
-        return cls(service, server, name)
+        return cls(service, server, name, api_key)
 
     def stop(self) -> None:
         self.server.stop()

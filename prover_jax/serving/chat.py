@@ -40,13 +40,16 @@ class ChatService:
     model_name (the id clients send), max_target_length (prompt + completion limit per sample),
     default_max_tokens (when a request gives none; capped by what fits), max_stop_strings (distinct
     stop strings over the server's life: the engine's stop table), max_n, grammars (a
-    `grammar.Grammars`: json_object / json_schema responses and forced tool calls are constrained)."""
+    `grammar.Grammars`: json_object / json_schema responses and forced tool calls are constrained),
+    max_messages and max_tool_bytes (messages per request, bytes of a request's tools JSON; 0: no limit)."""
 
     def __init__(self, worker: EngineWorker, tokenizer: Any, model_name: str, max_target_length: int,
-                 default_max_tokens: int = 1024, max_stop_strings: int = 8, max_n: int = 16, grammars=None):
+                 default_max_tokens: int = 1024, max_stop_strings: int = 8, max_n: int = 16, grammars=None,
+                 max_messages: int = 0, max_tool_bytes: int = 0):
         self.worker, self.tokenizer, self.model_name = worker, tokenizer, model_name
         self.max_target_length, self.default_max_tokens = int(max_target_length), int(default_max_tokens)
         self.max_stop_strings, self.max_n = int(max_stop_strings), int(max_n)
+        self.max_messages, self.max_tool_bytes = int(max_messages), int(max_tool_bytes)
         self.created = int(time.time())
         self.grammars = grammars  # grammar.Grammars (llguidance), or None: no constrained decoding
         self._stops: list[str] = []
@@ -55,7 +58,8 @@ class ChatService:
 
     # Requests.
     def parse(self, body: Any) -> P.ChatRequest:
-        req = P.parse_chat_request(body, max_n=self.max_n)
+        req = P.parse_chat_request(body, max_n=self.max_n, max_messages=self.max_messages,
+                                   max_tool_bytes=self.max_tool_bytes)
         if req.model != self.model_name:
             raise P.ApiError(404, f"The model {req.model!r} does not exist; this server serves "
                              f"{self.model_name!r}", param="model", code="model_not_found")

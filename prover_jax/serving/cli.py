@@ -2,13 +2,16 @@
 
     prover-serve --model=CKPT [--host=127.0.0.1 --port=8000 --max_concurrent_decodes=8
                  --max_target_length=4096 --max_prefill_length=512 --max_pending=64
-                 --max_string_chars=200 --tensor=1]
+                 --max_string_chars=200 --tensor=1 --api_key=KEY --max_body_bytes=4194304
+                 --max_messages=1024 --max_tool_bytes=262144]
 
 CKPT is an HF folder (config.json, *.safetensors, tokenizer files with a chat template) or a prover
 (orbax) checkpoint folder with tokenizer files. Clients use any OpenAI SDK with
 base_url=http://HOST:PORT/v1 and model=--served_model_name (default: the folder's name).
 Constrained output (forced tool calls, json_schema responses) is compact JSON whose free-text strings
 end after --max_string_chars characters unless the schema sets maxLength (see serving.grammar).
+Access: with --api_key (or $PROVER_SERVE_API_KEY) every route wants `Authorization: Bearer KEY` (401
+otherwise); a --host other than loopback is refused without a key unless --allow_unauthenticated.
 Bad flags exit with status 2, an unloadable model with status 1, one line on stderr.
 """
 
@@ -20,7 +23,12 @@ import sys
 import threading
 import time
 
+from prover_jax.serving.guard import DEFAULT_MAX_BODY_BYTES, check_bind
+
 DEFAULT_SLOTS = 8
+KEY_ENV = "PROVER_SERVE_API_KEY"
+DEFAULT_MAX_MESSAGES = 1024
+DEFAULT_MAX_TOOL_BYTES = 256 << 10
 
 
 def parser() -> argparse.ArgumentParser:
@@ -46,6 +54,14 @@ def parser() -> argparse.ArgumentParser:
                    "(the rest split the slots; 0: all devices tensor parallel)")
     p.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=False,
                    help="compile every prefill / insert / decode shape before serving")
+    p.add_argument("--api_key", default=os.environ.get(KEY_ENV) or None,
+                   help=f"clients must send 'Authorization: Bearer KEY' (default: ${KEY_ENV}; none: no auth)")
+    p.add_argument("--allow_unauthenticated", action="store_true",
+                   help="serve a non-loopback --host without --api_key (anyone who reaches it can use it)")
+    p.add_argument("--max_body_bytes", type=int, default=DEFAULT_MAX_BODY_BYTES, help="largest request body")
+    p.add_argument("--max_messages", type=int, default=DEFAULT_MAX_MESSAGES, help="messages per request")
+    p.add_argument("--max_tool_bytes", type=int, default=DEFAULT_MAX_TOOL_BYTES,
+                   help="bytes of a request's tools JSON (their schemas)")
     p.add_argument("--log_level", default="warning")
     return p
 
@@ -54,7 +70,8 @@ def build_service(model: str, *, served_model_name: str | None = None, max_concu
                   max_target_length: int = 4096, max_prefill_length: int = 512, max_pending: int = 64,
                   default_max_tokens: int = 1024, max_stop_strings: int = 8, max_n: int = 16,
                   steps_per_call: int = 1, dtype: str = "bfloat16", warmup: bool = False,
-                  max_string_chars: int = 200, mesh=None):
+                  max_string_chars: int = 200, max_messages: int = DEFAULT_MAX_MESSAGES,
+                  max_tool_bytes: int = DEFAULT_MAX_TOOL_BYTES, mesh=None):
     """(ChatService with a started EngineWorker). ValueError / OSError for a bad model or settings.
     `mesh`: the engine's (data, fsdp=1, tensor) mesh (weights split over tensor, slots over data);
     None: one device."""
@@ -72,7 +89,8 @@ def build_service(model: str, *, served_model_name: str | None = None, max_concu
         raise OSError(f"--model: no such folder {model}")
     for name, v in (("max_concurrent_decodes", max_concurrent_decodes), ("max_target_length", max_target_length),
                     ("max_prefill_length", max_prefill_length), ("max_pending", max_pending),
-                    ("default_max_tokens", default_max_tokens), ("max_n", max_n)):
+                    ("default_max_tokens", default_max_tokens), ("max_n", max_n), ("max_messages", max_messages),
+                    ("max_tool_bytes", max_tool_bytes)):
         if v < 1:
             raise ValueError(f"--{name} must be >= 1, got {v}")
     if max_string_chars < 0:
@@ -100,7 +118,8 @@ def build_service(model: str, *, served_model_name: str | None = None, max_concu
     worker = EngineWorker(driver, max_pending=max_pending).start()
     name = served_model_name or os.path.basename(os.path.normpath(model))
     return ChatService(worker, tokenizer, name, max_target_length, default_max_tokens=default_max_tokens,
-                       max_stop_strings=max_stop_strings, max_n=max_n, grammars=grammars)
+                       max_stop_strings=max_stop_strings, max_n=max_n, grammars=grammars,
+                       max_messages=max_messages, max_tool_bytes=max_tool_bytes)
 
 
 class ServerThread:
@@ -145,6 +164,13 @@ def free_port(host: str = "127.0.0.1") -> int:
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     try:
+        check_bind(args.host, args.api_key, args.allow_unauthenticated)
+        if args.max_body_bytes < 1:
+            raise ValueError(f"--max_body_bytes must be >= 1, got {args.max_body_bytes}")
+    except ValueError as e:
+        print(f"prover-serve: error: {e}", file=sys.stderr)
+        return 2
+    try:
         from prover_jax.serving.beside import local_mesh
 
         service = build_service(
@@ -153,7 +179,7 @@ def main(argv=None) -> int:
             max_pending=args.max_pending, default_max_tokens=args.default_max_tokens,
             max_stop_strings=args.max_stop_strings, max_n=args.max_n, steps_per_call=args.steps_per_call,
             dtype=args.dtype, warmup=args.warmup, max_string_chars=args.max_string_chars,
-            mesh=local_mesh(args.tensor))
+            max_messages=args.max_messages, max_tool_bytes=args.max_tool_bytes, mesh=local_mesh(args.tensor))
     except (OSError, ValueError) as e:
         print(f"prover-serve: error: {e}", file=sys.stderr)
         return 1
@@ -164,7 +190,8 @@ def main(argv=None) -> int:
 
     from prover_jax.serving.app import create_app
 
-    uvicorn.run(create_app(service), host=args.host, port=args.port, log_level=args.log_level)
+    uvicorn.run(create_app(service, api_key=args.api_key, max_body_bytes=args.max_body_bytes),
+                host=args.host, port=args.port, log_level=args.log_level)
     service.worker.stop()
     return 0
 

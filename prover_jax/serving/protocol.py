@@ -195,9 +195,23 @@ def _response_format(raw: Any) -> dict | None:
     raise bad(f"response_format.type must be text, json_object or json_schema, got {kind!r}", "response_format")
 
 
-def parse_chat_request(body: Any, max_n: int = 16) -> ChatRequest:
+def parse_chat_request(body: Any, max_n: int = 16, max_messages: int = 0, max_tool_bytes: int = 0) -> ChatRequest:
+    """The request `body` checked and normalised; `max_messages` / `max_tool_bytes` (0: no limit) bound
+    the number of messages and the size of the tools' JSON (prover-serve's --max_messages and
+    --max_tool_bytes, which the errors name)."""
     if not isinstance(body, dict):
         raise bad("the request body must be a JSON object")
+    raw_messages, raw_tools = body.get("messages"), body.get("tools")
+    if max_messages and isinstance(raw_messages, list) and len(raw_messages) > max_messages:
+        raise bad(f"messages: {len(raw_messages)} messages; this server takes at most {max_messages} "
+                  f"(--max_messages)", "messages", "too_many_messages")
+    if max_tool_bytes and raw_tools is not None:
+        import json
+
+        size = len(json.dumps(raw_tools, separators=(",", ":")).encode())
+        if size > max_tool_bytes:
+            raise bad(f"tools: {size} bytes of JSON; this server takes at most {max_tool_bytes} "
+                      f"(--max_tool_bytes)", "tools", "tools_too_large")
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise bad("model is required", "model")

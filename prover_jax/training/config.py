@@ -224,6 +224,6 @@ def default_config() -> ml_collections.ConfigDict:
     c.judge.serve.max_prefill_length = 2048  # longest prompt piece prefilled at once
     c.judge.serve.max_string_chars = 200  # free-text strings of constrained tool calls end after this
     c.judge.serve.dtype = "bfloat16"  # judge weights and compute
-    c.judge.serve.host = "127.0.0.1"  # bind address (0.0.0.0 lets other hosts call this one)
+    c.judge.serve.host = "127.0.0.1"  # bind address; callers need the per-run key (LocalJudge.api_key)
     c.judge.serve.port = 0  # 0: a free port
     return c

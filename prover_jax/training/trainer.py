@@ -111,7 +111,8 @@ class Trainer:
                             if self.needs.verifier else None)
         self.judge_server = (build.serve_judge(c.judge, self.workdir)
                              if self.needs.judge and (c.judge.serve.model or c.judge.serve.size) else None)
-        self.judge = make_judge(c.judge.name, c.judge, workdir=self.workdir) if self.needs.judge else None
+        served = {"api_key": self.judge_server.api_key} if self.judge_server else {}  # its per-run key
+        self.judge = make_judge(c.judge.name, c.judge, workdir=self.workdir, **served) if self.needs.judge else None
         deps = {"judge": self.judge,
                 "verifier": RolloutVerifier(self.rollout, self.verify_pool) if self.verify_pool else None,
                 "critic": self._critic() if self.needs.critic else None}

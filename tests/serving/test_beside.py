@@ -76,10 +76,12 @@ def test_openai_judge_reaches_the_local_judge_through_the_config(checkpoint):
     try:
         assert j.openai.base_url == server.base_url and server.base_url.startswith("http://127.0.0.1:")
         assert j.openai.model == "tiny-judge" and j.openai.usd_per_m_input == 0.0
-        assert httpx.get(f"{server.base_url}/models").json()["data"][0]["id"] == "tiny-judge"
+        assert httpx.get(f"{server.base_url}/models").status_code == 401  # a key is drawn per run
+        key = {"Authorization": f"Bearer {server.api_key}"}
+        assert httpx.get(f"{server.base_url}/models", headers=key).json()["data"][0]["id"] == "tiny-judge"
         engine = server.service.worker.driver.engine
         assert dict(engine.mesh.shape)["tensor"] == 2  # the judge's weights split two ways
-        judge = make_judge(j.name, j)  # built from the config alone, as the trainer builds it
+        judge = make_judge(j.name, j, api_key=server.api_key)  # the config and the key, as the trainer builds it
         success = judge_traj([("go to sinkbasin 1", "You see a mug 1."), ("take mug 1", "You pick up the mug 1."),
                               ("go to cabinet 1", "You arrive."), ("put mug 1 in cabinet 1", "Done.")], True)
         failures = [judge_traj([("go to cabinet 1", "You arrive."), ("close cabinet 1", "It locks.")], False)]
@@ -105,7 +107,10 @@ def test_trainer_serves_its_judge_and_stops_it(checkpoint, tmp_path):
     try:
         url = t.judge_server.base_url
         assert c.judge.openai.base_url == url and t.judge.endpoint.base_url == url
-        assert httpx.get(f"{url}/models").status_code == 200
+        assert httpx.get(f"{url}/models").status_code == 401
+        key = {"Authorization": f"Bearer {t.judge_server.api_key}"}
+        assert httpx.get(f"{url}/models", headers=key).status_code == 200
+        assert t.judge.client.api_key == t.judge_server.api_key  # the judge's client holds the run's key
     finally:
         t.close()
     with pytest.raises(httpx.HTTPError):
