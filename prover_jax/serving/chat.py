@@ -1,7 +1,10 @@
 """One chat completion end to end: render the prompt with the checkpoint's chat template, queue it
 on the engine worker, turn the finished samples (or the streamed tokens) into OpenAI responses.
 
-Text: tokens decode with skip_special_tokens (the EOS token is counted in usage, not shown). A stop
+Text: special tokens are left out of the decoded text (the EOS token is counted in usage, not shown),
+except the `<think>` / `<tool_call>` tags, which the parsers need whether or not they are special. For a
+thinking checkpoint (its template knows `<think>`) the think block is returned as `reasoning_content`
+(`reasoning.split`); `chat_template_kwargs` (e.g. enable_thinking) reach the template. A stop
 string ends a sample at the token completing it; the text is cut before the stop string, as OpenAI
 does. With tools (and tool_choice other than 'none') the text is parsed for Qwen `<tool_call>`
 blocks (`tools.parse_tool_calls`); any call makes finish_reason 'tool_calls'. Streaming sends text
@@ -24,6 +27,7 @@ from prover_jax.sampling.driver import CACHE_FULL, LENGTH, Completion, Request
 from prover_jax.sampling.sampler import SamplingParams
 from prover_jax.sampling.stops import token_bytes
 from prover_jax.serving import protocol as P
+from prover_jax.serving import reasoning as R
 from prover_jax.serving.tools import parse_tool_calls
 from prover_jax.serving.worker import EngineWorker, Overloaded
 
@@ -54,7 +58,12 @@ class ChatService:
         self.grammars = grammars  # grammar.Grammars (llguidance), or None: no constrained decoding
         self._stops: list[str] = []
         self._token_bytes: list[bytes] | None = None
-        self._special = frozenset(getattr(tokenizer, "all_special_ids", ()))
+        added = getattr(tokenizer, "added_tokens_decoder", {}) or {}
+        self._special = frozenset(getattr(tokenizer, "all_special_ids", ())) | frozenset(
+            i for i, t in added.items() if getattr(t, "special", False))
+        vocab = tokenizer.get_vocab()  # markup tags are kept in the text even when they are special tokens
+        self._markup = frozenset(vocab[t] for t in (*R.TAGS, "</tool_call>") if t in vocab)
+        self.reasoning = R.thinks(getattr(tokenizer, "chat_template", None))  # replies split at </think>
 
     # Requests.
     def parse(self, body: Any) -> P.ChatRequest:
@@ -68,15 +77,16 @@ class ChatService:
     def tools_active(self, req: P.ChatRequest) -> bool:
         return bool(req.tools) and req.tool_choice != "none"
 
-    def render(self, req: P.ChatRequest) -> list[int]:
-        """Prompt token ids from the chat template (tools included unless tool_choice is 'none')."""
+    def render(self, req: P.ChatRequest) -> tuple[list[int], bool]:
+        """(prompt token ids from the chat template (tools included unless tool_choice is 'none', the
+        request's chat_template_kwargs passed on), whether the prompt leaves a think block open)."""
         tools = req.tools if self.tools_active(req) else None
         try:
             text = self.tokenizer.apply_chat_template(req.messages, tools=tools, add_generation_prompt=True,
-                                                      tokenize=False)
+                                                      tokenize=False, **req.chat_template_kwargs)
         except Exception as e:  # jinja raises for conversations the template refuses
             raise P.bad(f"the chat template rejects these messages: {e}", "messages") from None
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
+        return list(self.tokenizer.encode(text, add_special_tokens=False)), R.opens_thinking(text)
 
     def _check_stops(self, stops: Sequence[str]) -> None:
         new = [s for s in dict.fromkeys(stops) if s not in self._stops]
@@ -85,8 +95,9 @@ class ChatService:
                         f"(prover-serve --max_stop_strings); {len(self._stops)} are in use", "stop")
         self._stops += new
 
-    def build(self, req: P.ChatRequest) -> tuple[Request, int]:
-        prompt = self.render(req)
+    def build(self, req: P.ChatRequest) -> tuple[Request, int, bool]:
+        """(engine request, prompt tokens, whether the reply starts inside a think block)."""
+        prompt, opened = self.render(req)
         n, limit = len(prompt), self.max_target_length
         if req.max_tokens is not None and n + req.max_tokens > limit:
             raise P.bad(f"This model's maximum context length is {limit} tokens. However, you requested "
@@ -110,7 +121,7 @@ class ChatService:
         seed = random.randrange(2 ** 31) if req.seed is None else req.seed % 2 ** 32
         sampling = SamplingParams(temperature=req.temperature, top_p=req.top_p)
         return Request(prompt, sampling, max_new_tokens=max_new, seed=seed, num_samples=req.n,
-                       stop_strings=req.stop, constraint=constraint), n
+                       stop_strings=req.stop, constraint=constraint), n, opened
 
     def submit(self, request: Request, stream: bool):
         """Queues `request` on the worker: (handle for `worker.cancel`, asyncio queue of its events)."""
@@ -141,20 +152,27 @@ class ChatService:
 
     # Results.
     def text(self, tokens: Sequence[int]) -> str:
-        return self.tokenizer.decode(list(tokens), skip_special_tokens=True)
+        """The text of generated ids: special tokens left out, except the think / tool-call tags."""
+        keep = [t for t in tokens if t not in self._special or t in self._markup]
+        return self.tokenizer.decode(keep, skip_special_tokens=False)
 
-    def finish(self, req: P.ChatRequest, c: Completion) -> tuple[str | None, list[dict], str]:
-        """(content, tool_calls, finish_reason) of one finished sample."""
+    def finish(self, req: P.ChatRequest, c: Completion, opened: bool = False
+               ) -> tuple[str | None, list[dict], str, str | None]:
+        """(content, tool_calls, finish_reason, reasoning) of one finished sample; `opened`: the prompt
+        left a think block open."""
         text = self.text(c.tokens)
         if isinstance(c.stop, str) and c.stop in text:
             text = text[:text.index(c.stop)]
         reason = "length" if c.finish_reason in (LENGTH, CACHE_FULL) else "stop"
+        thought = None
+        if self.reasoning:
+            thought, text = R.split(text, opened)
         calls: list[dict] = []
         if self.tools_active(req):
             text, calls = parse_tool_calls(text)
             if calls:
                 reason = "tool_calls"
-        return text, calls, reason
+        return text, calls, reason, thought
 
     def logprob_entries(self, tokens: Sequence[int], logprobs: Sequence[float]) -> list[dict]:
         """OpenAI's logprobs.content entries of generated tokens (special tokens, never shown, left out):
@@ -163,7 +181,7 @@ class ChatService:
             self._token_bytes = token_bytes(self.tokenizer, self.worker.driver.engine.vocab_size)
         out = []
         for t, lp in zip(tokens, logprobs):
-            if t in self._special:
+            if t in self._special and t not in self._markup:
                 continue
             b = self._token_bytes[t]
             out.append({"token": b.decode("utf-8", errors="replace"), "logprob": float(lp), "bytes": list(b),
@@ -173,7 +191,7 @@ class ChatService:
     async def complete(self, req: P.ChatRequest, disconnected=None) -> dict:
         """The response of a non-streamed request. `disconnected`: an async () -> bool; when it turns
         true before the end, the request is cancelled on the engine and ClientGone is raised."""
-        request, n_prompt = self.build(req)
+        request, n_prompt, opened = self.build(req)
         handle, events = self.submit(request, stream=False)
         done: dict[int, Completion] = {}
         try:
@@ -188,8 +206,10 @@ class ChatService:
                 self.worker.cancel(handle)
         choices = []
         for j in range(req.n):
-            content, calls, reason = self.finish(req, done[j])
+            content, calls, reason, thought = self.finish(req, done[j], opened)
             message = {"role": "assistant", "content": content}
+            if thought is not None:
+                message["reasoning_content"] = thought
             if calls:
                 message["tool_calls"] = calls
             lps = {"content": self.logprob_entries(done[j].tokens, done[j].logprobs)} if req.logprobs else None
@@ -201,14 +221,14 @@ class ChatService:
         """Validates and queues `req` (ApiError before any byte is sent), then yields SSE lines. The
         request is cancelled on the engine when `disconnected()` turns true or the stream is closed
         before its end."""
-        request, n_prompt = self.build(req)
+        request, n_prompt, opened = self.build(req)
         handle, events = self.submit(request, stream=True)
-        return self._stream(req, handle, events, n_prompt, disconnected)
+        return self._stream(req, handle, events, n_prompt, opened, disconnected)
 
-    async def _stream(self, req, handle, events, n_prompt, disconnected) -> AsyncIterator[str]:
+    async def _stream(self, req, handle, events, n_prompt, opened, disconnected) -> AsyncIterator[str]:
         ended = False
         try:
-            async for line in self._lines(req, events, n_prompt, disconnected):
+            async for line in self._lines(req, events, n_prompt, opened, disconnected):
                 yield line
             ended = True
         except ClientGone:
@@ -217,8 +237,8 @@ class ChatService:
             if not ended:  # client gone, or the stream closed early: free the slots
                 self.worker.cancel(handle)
 
-    async def _lines(self, req: P.ChatRequest, events: asyncio.Queue, n_prompt: int, disconnected):
-        """SSE lines of the response."""
+    async def _lines(self, req: P.ChatRequest, events: asyncio.Queue, n_prompt: int, opened: bool, disconnected):
+        """SSE lines of the response (reasoning_content deltas before content ones for thinking models)."""
         cid, created, model = P.completion_id(), int(time.time()), self.model_name
         sse = lambda obj: f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
         lp_sent = {j: 0 for j in range(req.n)}  # tokens whose logprobs were sent
@@ -232,6 +252,21 @@ class ChatService:
                                                        "logprobs": lps}]))
         buffered = self.tools_active(req)
         sent = {j: "" for j in range(req.n)}
+        thought_sent = {j: "" for j in range(req.n)}
+
+        def parts(j, text, tokens):
+            """Deltas for what `text` adds to the reasoning and the content sent so far."""
+            thought = None
+            if self.reasoning:
+                thought, text = R.split(text, opened)
+            out = []
+            if thought and thought != thought_sent[j] and thought.startswith(thought_sent[j]):
+                out.append(delta(j, {"reasoning_content": thought[len(thought_sent[j]):]}, tokens=tokens))
+                thought_sent[j] = thought
+            if len(text) > len(sent[j]) and text.startswith(sent[j]):
+                out.append(delta(j, {"content": text[len(sent[j]):]}, tokens=tokens))
+                sent[j] = text
+            return out
         for j in range(req.n):
             yield delta(j, {"role": "assistant", "content": ""})
         left, n_out = req.n, 0
@@ -242,14 +277,18 @@ class ChatService:
                 break
             if kind == "tokens" and not buffered:
                 safe = self._safe_prefix(self.text(payload[0]), req.stop)
-                if len(safe) > len(sent[j]) and safe.startswith(sent[j]):
-                    yield delta(j, {"content": safe[len(sent[j]):]}, tokens=payload)
-                    sent[j] = safe
+                if self.reasoning:
+                    safe = safe[:R.hold_back(safe)]
+                for line in parts(j, safe, payload):
+                    yield line
             elif kind == "done":
                 left -= 1
                 n_out += len(payload.tokens)
                 every = (payload.tokens, payload.logprobs)
-                content, calls, reason = self.finish(req, payload)
+                content, calls, reason, thought = self.finish(req, payload, opened)
+                if thought is not None and thought != thought_sent[j]:
+                    rest = thought[len(thought_sent[j]):] if thought.startswith(thought_sent[j]) else thought
+                    yield delta(j, {"reasoning_content": rest}, tokens=every)
                 if content and content != sent[j]:
                     rest = content[len(sent[j]):] if content.startswith(sent[j]) else content
                     yield delta(j, {"content": rest}, tokens=every)

@@ -63,6 +63,7 @@ class ChatRequest:
     tool_choice: str | dict = "auto"  # "auto" | "none" | "required" | {"name": ...}
     response_format: dict | None = None  # None (text) | {"type": "json_object"} | {"type": "json_schema", ...}
     logprobs: bool = False  # return each generated token's log-probability
+    chat_template_kwargs: dict = dataclasses.field(default_factory=dict)  # e.g. {"enable_thinking": False}
 
     @property
     def forced_tool(self) -> str | None:
@@ -241,7 +242,25 @@ def parse_chat_request(body: Any, max_n: int = 16, max_messages: int = 0, max_to
         n=_int(body, "n", 1, max_n) or 1, stream=stream,
         include_usage=bool(isinstance(options, dict) and options.get("include_usage")),
         tools=tools, tool_choice=_tool_choice(body.get("tool_choice"), tools),
-        response_format=_response_format(body.get("response_format")), logprobs=logprobs)
+        response_format=_response_format(body.get("response_format")), logprobs=logprobs,
+        chat_template_kwargs=_template_kwargs(body.get("chat_template_kwargs")))
+
+
+RESERVED_TEMPLATE_KWARGS = ("messages", "conversation", "tools", "add_generation_prompt", "tokenize",
+                            "return_dict", "chat_template", "continue_final_message")
+
+
+def _template_kwargs(raw: Any) -> dict:
+    """Extra variables for the chat template (vLLM's `chat_template_kwargs`)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or not all(isinstance(k, str) for k in raw):
+        raise bad("chat_template_kwargs must be an object", "chat_template_kwargs")
+    taken = [k for k in raw if k in RESERVED_TEMPLATE_KWARGS]
+    if taken:
+        raise bad(f"chat_template_kwargs may not set {', '.join(taken)}: the server sets them",
+                  "chat_template_kwargs")
+    return dict(raw)
 
 
 # Responses.

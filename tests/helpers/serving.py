@@ -55,7 +55,9 @@ To call one, reply with {"name": <function name>, "arguments": <arguments object
 {% endif %}"""
 
 
-def save_tokenizer(path: str):
+def save_tokenizer(path: str, markup_special: bool = False, chat_template: str = CHAT_TEMPLATE):
+    """The byte-level tokenizer saved at `path`; `markup_special`: the ADDED tags are special tokens
+    (decoding with skip_special_tokens drops them)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
@@ -65,11 +67,12 @@ def save_tokenizer(path: str):
     tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     tok.decoder = decoders.ByteLevel()
-    tok.add_special_tokens(SPECIAL)
-    tok.add_tokens(ADDED)
+    tok.add_special_tokens(SPECIAL + (ADDED if markup_special else []))
+    if not markup_special:
+        tok.add_tokens(ADDED)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
                                    bos_token=None, unk_token=None)
-    fast.chat_template = CHAT_TEMPLATE
+    fast.chat_template = chat_template
     fast.save_pretrained(path)
     assert fast.convert_tokens_to_ids("<|im_end|>") == EOS_ID
     return fast

@@ -1,0 +1,110 @@
+"""Thinking checkpoints in prover-serve: the think block split into reasoning_content (plain and while
+streaming), a tool call opened inside an unterminated think block still counted, the tags kept when
+they are special tokens, and chat_template_kwargs (enable_thinking) reaching the template."""
+
+import pytest
+
+from prover_jax.sampling.driver import Completion
+from prover_jax.serving import protocol as P
+from prover_jax.serving import reasoning as R
+from prover_jax.serving.chat import ChatService
+
+from helpers import serving as SF
+
+# The helper's template with Qwen3.5's generation prompt: a think block opened, or rendered empty when
+# enable_thinking is false.
+THINKING_TEMPLATE = SF.CHAT_TEMPLATE.replace(
+    "{%- if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
+    "{%- if add_generation_prompt %}<|im_start|>assistant\n"
+    "{% if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>\n\n"
+    "{% else %}<think>\n{% endif %}{% endif %}")
+TOOL = {"type": "function", "function": {"name": "propose", "parameters": {"type": "object"}}}
+
+
+@pytest.mark.parametrize("text, opened, want", [
+    ("<think>\nplan\n</think>\n\nanswer", False, ("plan", "answer")),
+    ("  <think>plan</think>answer", False, ("plan", "answer")),
+    ("plan</think>\nanswer", True, ("plan", "answer")),
+    ("plan, unfinished", True, ("plan, unfinished", "")),
+    ("plan <tool_call>\n{}\n</tool_call>", True, ("plan", "<tool_call>\n{}\n</tool_call>")),
+    ("answer only", False, (None, "answer only")),
+    ("\n\n</think>\n\nanswer", True, ("", "answer")),
+])
+def test_split(text, opened, want):
+    assert R.split(text, opened) == want
+
+
+@pytest.mark.parametrize("text, n", [("abc</thi", 3), ("abc<", 3), ("abc<tool_c", 3), ("abc", 3), ("a>", 2), ("", 0)])
+def test_hold_back(text, n):
+    assert R.hold_back(text) == n
+
+
+def test_opens_thinking():
+    assert R.opens_thinking("<|im_start|>assistant\n<think>\n")
+    assert not R.opens_thinking("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    assert not R.opens_thinking("<|im_start|>assistant\n")
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["tags-plain", "tags-special"])
+def service(request, tmp_path_factory):
+    tok = SF.save_tokenizer(str(tmp_path_factory.mktemp("tok")), markup_special=request.param,
+                            chat_template=THINKING_TEMPLATE)
+    return ChatService(None, tok, SF.__name__, 1024)  # no engine: rendering and replies only
+
+
+def reply(service, text):
+    return Completion(tokens=service.tokenizer.encode(text, add_special_tokens=False) + [SF.EOS_ID],
+                      logprobs=[0.0] * (len(text) + 1), finish_reason="stop")
+
+
+def request(**kw):
+    return P.parse_chat_request({"model": "m", "messages": [{"role": "user", "content": "hi"}], **kw})
+
+
+def test_enable_thinking_reaches_the_template(service):
+    ids, opened = service.render(request())
+    assert opened and service.tokenizer.decode(ids).endswith("<think>\n")
+    ids, opened = service.render(request(chat_template_kwargs={"enable_thinking": False}))
+    assert not opened and service.tokenizer.decode(ids).endswith("<think>\n\n</think>\n\n")
+    with pytest.raises(P.ApiError, match="may not set tools"):
+        request(chat_template_kwargs={"tools": []})
+    with pytest.raises(P.ApiError, match="chat_template_kwargs must be an object"):
+        request(chat_template_kwargs=["enable_thinking"])
+
+
+def test_reasoning_is_split_from_the_answer(service):
+    assert service.reasoning
+    content, calls, reason, thought = service.finish(request(), reply(service, "weigh it</think>\n\nIt is 4."), True)
+    assert (content, calls, reason, thought) == ("It is 4.", [], "stop", "weigh it")
+    # thinking off: the prompt closed the block; a reply without one has no reasoning
+    assert service.finish(request(), reply(service, "It is 4."), False)[3] is None
+
+
+def test_a_tool_call_inside_an_unterminated_think_block_counts(service):
+    req = request(tools=[TOOL], tool_choice="auto")
+    text = 'look at turn 3 <tool_call>\n{"name": "propose", "arguments": {"start": 3}}\n</tool_call>'
+    content, calls, reason, thought = service.finish(req, reply(service, text), True)
+    assert thought == "look at turn 3" and reason == "tool_calls"
+    assert [c["function"]["name"] for c in calls] == ["propose"] and not content
+
+
+def test_streamed_reasoning_then_content(service):
+    import asyncio
+    import json
+
+    done = reply(service, "weigh </ it</think>\n\nIt is 4.")
+    events = asyncio.Queue()
+    for k in range(1, len(done.tokens)):  # the tokens as the engine reads them, one at a time
+        events.put_nowait(("tokens", 0, (done.tokens[:k], done.logprobs[:k])))
+    events.put_nowait(("done", 0, done))
+
+    async def lines():
+        return [line async for line in service._lines(request(stream=True), events, 5, True, None)]
+
+    deltas = [json.loads(x[6:])["choices"][0]["delta"] for x in asyncio.run(lines()) if x != "data: [DONE]\n\n"]
+    thought = "".join(d.get("reasoning_content", "") for d in deltas)
+    content = "".join(d.get("content", "") for d in deltas)
+    assert (thought, content) == ("weigh </ it", "It is 4.")
+    assert not any("<" in d.get("content", "") for d in deltas)  # no piece of a tag leaks into the answer
+    first_content = next(i for i, d in enumerate(deltas) if d.get("content"))
+    assert all("reasoning_content" not in d for d in deltas[first_content:])
