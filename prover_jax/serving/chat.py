@@ -7,7 +7,7 @@ thinking checkpoint (its template knows `<think>`) the think block is returned a
 (`reasoning.split`); `chat_template_kwargs` (e.g. enable_thinking) reach the template. A stop
 string ends a sample at the token completing it; the text is cut before the stop string, as OpenAI
 does. With tools (and tool_choice other than 'none') the text is parsed for Qwen `<tool_call>`
-blocks (`tools.parse_tool_calls`); any call makes finish_reason 'tool_calls'. Streaming sends text
+blocks, JSON or XML (`tools.parse_tool_calls`); any call makes finish_reason 'tool_calls'. Streaming sends text
 deltas as tokens are read (holding back an incomplete UTF-8 character or a possible stop-string
 prefix); with tools active the text is buffered and sent whole at the end, as content or as
 tool_calls deltas. With logprobs, a choice (a delta) carries the log-probabilities of the tokens read
@@ -169,7 +169,7 @@ class ChatService:
             thought, text = R.split(text, opened)
         calls: list[dict] = []
         if self.tools_active(req):
-            text, calls = parse_tool_calls(text)
+            text, calls = parse_tool_calls(text, req.tools)
             if calls:
                 reason = "tool_calls"
         return text, calls, reason, thought

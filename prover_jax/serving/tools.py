@@ -1,17 +1,25 @@
 """Qwen-format tool calls in generated text -> OpenAI `tool_calls`.
 
-Qwen chat templates ask the model to answer a tool call as
+Qwen chat templates ask the model to answer a tool call in one of two formats (both are parsed):
 
-    <tool_call>
-    {"name": "propose_segment", "arguments": {"start_turn": 2, ...}}
-    </tool_call>
+    <tool_call>                                            <tool_call>
+    {"name": "propose_segment", "arguments": {...}}        <function=propose_segment>
+    </tool_call>                                           <parameter=start_turn>
+                                                           2
+                                                           </parameter>
+                                                           </function>
+                                                           </tool_call>
+    JSON (Qwen2.5 / Qwen3)                                 XML (Qwen3-Coder / Qwen3.5, qwen3_xml)
 
-`parse_tool_calls(text)` returns (content, tool_calls): every well-formed block (a JSON object with a
-string "name" and "arguments" that are an object, or a string holding one) becomes
-{"id": "call_...", "type": "function", "function": {"name", "arguments": JSON text}}; a malformed
-block (bad JSON, no name, unterminated) is left in the content verbatim. Content is the text with the
-parsed blocks removed (stripped; None when nothing else is left and there is at least one call).
-Never raises.
+`parse_tool_calls(text, tools)` returns (content, tool_calls): every well-formed block becomes
+{"id": "call_...", "type": "function", "function": {"name", "arguments": JSON text}}. JSON: an object
+with a string "name" and "arguments" that are an object (or a string holding one). XML: a
+`<function=NAME>` with `<parameter=KEY>` children; a value is typed by the tool's JSON schema when
+`tools` gives it (integer, number, boolean, object / array as JSON, else the text), otherwise a JSON
+literal (number, true / false / null, object, array) is read as one and anything else is a string.
+A malformed block (bad JSON, no name, unterminated) is left in the content verbatim. Content is the
+text with the parsed blocks removed (stripped; None when nothing else is left and there is at least
+one call). Never raises.
 """
 
 from __future__ import annotations
@@ -29,8 +37,64 @@ def call_id() -> str:
     return "call_" + secrets.token_hex(12)
 
 
-def parse_block(body: str) -> dict | None:
-    """{"name", "arguments" (JSON text)} of one block's body, or None when it is malformed."""
+_FUNCTION = re.compile(r"\s*<function=([^>\n]+)>(.*?)</function>\s*", re.DOTALL)
+_PARAMETER = re.compile(r"<parameter=([^>\n]+)>(.*?)</parameter>", re.DOTALL)
+
+
+def _schema_types(tools: list[dict] | None) -> dict[str, dict[str, str]]:
+    """{function name: {parameter: JSON-schema type}} of the request's tools."""
+    out = {}
+    for t in tools or []:
+        fn = t.get("function", {})
+        props = (fn.get("parameters") or {}).get("properties") or {}
+        out[fn.get("name")] = {k: v.get("type") for k, v in props.items() if isinstance(v, dict)}
+    return out
+
+
+def _xml_value(raw: str, kind: str | None) -> Any:
+    """A parameter's text (one newline trimmed at each end) as the schema's type says."""
+    text = raw[1:] if raw.startswith("\n") else raw
+    text = text[:-1] if text.endswith("\n") else text
+    if kind == "string":
+        return text
+    try:
+        if kind == "integer":
+            return int(text.strip())
+        if kind == "number":
+            try:
+                return int(text.strip())
+            except ValueError:
+                return float(text.strip())
+        if kind == "boolean" and text.strip().lower() in ("true", "false"):
+            return text.strip().lower() == "true"
+        value = json.loads(text)
+        if kind in ("object", "array") or kind is None:
+            return value
+    except ValueError:
+        pass
+    return text
+
+
+def parse_xml_block(body: str, types: dict[str, dict[str, str]] | None = None) -> dict | None:
+    """{"name", "arguments" (JSON text)} of an XML block's body, or None when it is malformed."""
+    m = _FUNCTION.fullmatch(body)
+    if m is None or not m.group(1).strip():
+        return None
+    name, inner = m.group(1).strip(), m.group(2)
+    kinds = (types or {}).get(name, {})
+    args = {}
+    for p in _PARAMETER.finditer(inner):
+        key = p.group(1).strip()
+        args[key] = _xml_value(p.group(2), kinds.get(key))
+    if _PARAMETER.sub("", inner).strip():  # text outside the parameters: not a call this parser knows
+        return None
+    return {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}
+
+
+def parse_block(body: str, types: dict[str, dict[str, str]] | None = None) -> dict | None:
+    """{"name", "arguments" (JSON text)} of one block's body (JSON or XML), or None when malformed."""
+    if body.lstrip().startswith("<function="):
+        return parse_xml_block(body, types)
     try:
         obj = json.loads(body.strip())
     except ValueError:
@@ -48,10 +112,11 @@ def parse_block(body: str) -> dict | None:
     return {"name": obj["name"], "arguments": json.dumps(args, ensure_ascii=False)}
 
 
-def parse_tool_calls(text: str) -> tuple[str | None, list[dict]]:
+def parse_tool_calls(text: str, tools: list[dict] | None = None) -> tuple[str | None, list[dict]]:
     calls, kept, pos = [], [], 0
+    types = _schema_types(tools)
     for m in _BLOCK.finditer(text):
-        parsed = parse_block(m.group(1))
+        parsed = parse_block(m.group(1), types)
         if parsed is None:
             continue  # stays in the content
         kept.append(text[pos:m.start()])

@@ -80,12 +80,16 @@ def test_reasoning_is_split_from_the_answer(service):
     assert service.finish(request(), reply(service, "It is 4."), False)[3] is None
 
 
-def test_a_tool_call_inside_an_unterminated_think_block_counts(service):
+@pytest.mark.parametrize("call", [
+    '<tool_call>\n{"name": "propose", "arguments": {"start": 3}}\n</tool_call>',
+    "<tool_call>\n<function=propose>\n<parameter=start>\n3\n</parameter>\n</function>\n</tool_call>",
+], ids=["json", "xml"])
+def test_a_tool_call_inside_an_unterminated_think_block_counts(service, call):
     req = request(tools=[TOOL], tool_choice="auto")
-    text = 'look at turn 3 <tool_call>\n{"name": "propose", "arguments": {"start": 3}}\n</tool_call>'
-    content, calls, reason, thought = service.finish(req, reply(service, text), True)
+    content, calls, reason, thought = service.finish(req, reply(service, "look at turn 3 " + call), True)
     assert thought == "look at turn 3" and reason == "tool_calls"
-    assert [c["function"]["name"] for c in calls] == ["propose"] and not content
+    assert [(c["function"]["name"], c["function"]["arguments"]) for c in calls] == [("propose", '{"start": 3}')]
+    assert not content
 
 
 def test_streamed_reasoning_then_content(service):
