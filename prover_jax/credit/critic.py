@@ -177,7 +177,7 @@ def make_critic(section: Any, env_name: str, env_kwargs: dict | None = None, wor
         sub = config_get(section, "openai")
         keys = ("base_url", "model", "api_key_env", "timeout_s", "max_retries", "max_calls_per_step",
                 "usd_per_m_input", "usd_per_m_output", "cache", "backoff_base_s", "backoff_max_s",
-                "max_concurrency", "obs_chars", "max_chars", "temperature", "structured")
+                "max_concurrency", "obs_chars", "max_chars", "temperature", "structured", "enable_thinking")
         args = {k: config_get(sub, k) for k in keys if config_get(sub, k) is not None}
         return OpenAICritic(env_name, env_kwargs, workdir=workdir, **{**args, **kwargs})
     raise ValueError(f"unknown critic credit.critic.name={name!r}; choose oracle or openai")

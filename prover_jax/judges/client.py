@@ -84,7 +84,8 @@ class ChatEndpoint:
                  api_key: str | None = None, timeout_s: float = 60.0, max_retries: int = 4,
                  max_calls_per_step: int = 64, usd_per_m_input: float = 0.0, usd_per_m_output: float = 0.0,
                  cache_dir: str | None = None, backoff_base_s: float = 1.0, backoff_max_s: float = 30.0,
-                 http_client: Any = None, sleep: Callable[[float], None] = time.sleep):
+                 enable_thinking: bool | None = None, http_client: Any = None,
+                 sleep: Callable[[float], None] = time.sleep):
         import openai
 
         self._openai = openai
@@ -107,6 +108,9 @@ class ChatEndpoint:
         self._sleep, self._jitter = sleep, random.Random()
         self._lock = threading.Lock()  # the budget and the usage counters, updated by concurrent calls
         self._step_calls = 0
+        # a thinking checkpoint served by prover-serve / vLLM: its chat template's enable_thinking
+        self.extra_body = ({"chat_template_kwargs": {"enable_thinking": bool(enable_thinking)}}
+                           if enable_thinking is not None else None)
 
     def close(self) -> None:
         self.client.close()
@@ -135,7 +139,7 @@ class ChatEndpoint:
         """(cache key or None without a cache, the cached response if `usable` accepts it, else None)."""
         if self.cache is None:
             return None, None
-        key = content_key(payload)
+        key = content_key(payload if self.extra_body is None else {**payload, "extra_body": self.extra_body})
         hit = self.cache.get(key)
         return key, hit if hit is not None and usable(hit) else None
 
@@ -172,7 +176,8 @@ class ChatEndpoint:
             if attempt:
                 self._sleep(self._backoff(attempt - 1, error))
             try:
-                completion = self.client.chat.completions.create(**payload)
+                completion = self.client.chat.completions.create(**payload, **(
+                    {"extra_body": self.extra_body} if self.extra_body is not None else {}))
             except oa.APITimeoutError as e:
                 return None, TIMEOUT, str(e)
             except oa.RateLimitError as e:

@@ -101,7 +101,7 @@ class OpenAIJudge(Judge):
         sub = config_get(section, "openai", section)
         keys = ("base_url", "model", "api_key_env", "timeout_s", "max_retries", "max_calls_per_step",
                 "usd_per_m_input", "usd_per_m_output", "cache", "max_tool_rounds", "backoff_base_s",
-                "backoff_max_s", "preview_chars", "tool_choice")
+                "backoff_max_s", "preview_chars", "tool_choice", "enable_thinking")
         args = {k: config_get(sub, k) for k in keys if config_get(sub, k) is not None}
         repairs = config_get(section, "max_repairs")  # the judge section's (or the openai part's own)
         if repairs is not None:

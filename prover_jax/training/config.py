@@ -189,6 +189,7 @@ def default_config() -> ml_collections.ConfigDict:
     c.credit.critic.openai.max_chars = 24000  # the prompt's trajectory text is clipped to about this many characters
     c.credit.critic.openai.temperature = 0.0  # sampling temperature; < 0: not sent (models that reject it)
     c.credit.critic.openai.structured = True  # response_format json_schema; False: plain JSON asked in the prompt
+    c.credit.critic.openai.enable_thinking = ml_collections.config_dict.placeholder(bool)  # as the judge's
 
     # Judge that proposes the pivotal segment.
     c.judge = ml_collections.ConfigDict()
@@ -213,6 +214,7 @@ def default_config() -> ml_collections.ConfigDict:
     c.judge.openai.backoff_base_s = 1.0  # retry wait = base * 2^attempt (capped), Retry-After honoured
     c.judge.openai.backoff_max_s = 30.0  # cap of one retry wait
     c.judge.openai.preview_chars = 2500  # characters per failed-run preview shown to the judge
+    c.judge.openai.enable_thinking = ml_collections.config_dict.placeholder(bool)  # Qwen3.5 thinking; None: not sent
     # the judge served beside training (prover_jax.serving.beside): every process serves its own judge
     # calls on its own devices, and the openai judge is pointed at it (judge.name must be openai)
     c.judge.serve = ml_collections.ConfigDict()

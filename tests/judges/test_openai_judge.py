@@ -336,3 +336,22 @@ def test_tool_choice_in_the_payload(monkeypatch):
     server = Server(answer)
     judge = make_judge("openai", cfg, None, http_client=httpx.Client(transport=httpx.MockTransport(server)))
     assert run(judge).ok and server.requests[0]["tool_choice"] == "required"
+
+
+def test_enable_thinking_reaches_a_thinking_judges_template(monkeypatch, tmp_path):
+    """judge.openai.enable_thinking is sent as chat_template_kwargs (prover-serve's and vLLM's), keys
+    its own cache entries, and is not sent at all when unset."""
+    answer = reply(call("propose_segment", start_turn=1, end_turn=1, failure_mode="m", rationale="r"))
+    server = Server(answer)
+    assert run(judge_for(server)).ok and "chat_template_kwargs" not in server.requests[0]  # unset: not sent
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    cfg = default_config().judge
+    assert cfg.openai.enable_thinking is None
+    cfg.openai.enable_thinking = False
+    server = Server(answer, answer)
+    judge = make_judge("openai", cfg, str(tmp_path), http_client=httpx.Client(transport=httpx.MockTransport(server)))
+    assert run(judge).ok and server.requests[0]["chat_template_kwargs"] == {"enable_thinking": False}
+    assert run(judge).cached and len(server.requests) == 1  # the same setting: a cache hit
+    cfg.openai.enable_thinking = True  # another setting is another request, not the cached reply
+    judge = make_judge("openai", cfg, str(tmp_path), http_client=httpx.Client(transport=httpx.MockTransport(server)))
+    assert not run(judge).cached and server.requests[1]["chat_template_kwargs"] == {"enable_thinking": True}
