@@ -46,6 +46,8 @@ def parser() -> argparse.ArgumentParser:
                    "gives no max_tokens (capped by what fits)")
     p.add_argument("--max_stop_strings", type=int, default=8, help="distinct stop strings over the server's life")
     p.add_argument("--max_n", type=int, default=16, help="largest n (samples per request)")
+    p.add_argument("--tool_call_format", choices=["auto", "json", "qwen3_xml"], default="auto",
+                   help="format forced tool calls are constrained to (auto: from the chat template)")
     p.add_argument("--max_string_chars", type=int, default=200,
                    help="maxLength of strings a tool / json_schema leaves unbounded in constrained output (0: none)")
     p.add_argument("--steps_per_call", type=int, default=1, help="decode steps per jitted call")
@@ -70,7 +72,7 @@ def build_service(model: str, *, served_model_name: str | None = None, max_concu
                   max_target_length: int = 4096, max_prefill_length: int = 512, max_pending: int = 64,
                   default_max_tokens: int = 1024, max_stop_strings: int = 8, max_n: int = 16,
                   steps_per_call: int = 1, dtype: str = "bfloat16", warmup: bool = False,
-                  max_string_chars: int = 200, max_messages: int = DEFAULT_MAX_MESSAGES,
+                  max_string_chars: int = 200, tool_call_format: str = "auto", max_messages: int = DEFAULT_MAX_MESSAGES,
                   max_tool_bytes: int = DEFAULT_MAX_TOOL_BYTES, mesh=None):
     """(ChatService with a started EngineWorker). ValueError / OSError for a bad model or settings.
     `mesh`: the engine's (data, fsdp=1, tensor) mesh (weights split over tensor, slots over data);
@@ -112,7 +114,8 @@ def build_service(model: str, *, served_model_name: str | None = None, max_concu
     try:
         from prover_jax.serving.grammar import Grammars
 
-        grammars = Grammars(tokenizer, cfg.vocab_size, eos_ids=eos, max_string_chars=max_string_chars)
+        grammars = Grammars(tokenizer, cfg.vocab_size, eos_ids=eos, max_string_chars=max_string_chars,
+                            tool_call_format=tool_call_format)
     except ImportError:  # no llguidance: constrained requests get a 400
         grammars = None
     worker = EngineWorker(driver, max_pending=max_pending).start()
@@ -179,6 +182,7 @@ def main(argv=None) -> int:
             max_pending=args.max_pending, default_max_tokens=args.default_max_tokens,
             max_stop_strings=args.max_stop_strings, max_n=args.max_n, steps_per_call=args.steps_per_call,
             dtype=args.dtype, warmup=args.warmup, max_string_chars=args.max_string_chars,
+            tool_call_format=args.tool_call_format,
             max_messages=args.max_messages, max_tool_bytes=args.max_tool_bytes, mesh=local_mesh(args.tensor))
     except (OSError, ValueError) as e:
         print(f"prover-serve: error: {e}", file=sys.stderr)

@@ -7,7 +7,9 @@ forced tool calls, and the per-sample matcher the driver steps (`sampling.driver
 
 A forced tool call (tool_choice 'required' or a named function) is the Qwen block
 `<tool_call>\\n{"name": NAME, "arguments": ARGS}\\n</tool_call>` where ARGS follows the function's
-parameters schema (for 'required', any of the tools). JSON is generated compactly, so a small token
+parameters schema (for 'required', any of the tools); with tool_call_format qwen3_xml (Qwen3.5's, found in
+the chat template by default) it is `<function=NAME>` with one `<parameter=KEY>` per property in schema
+order, values typed by the schema (see `xml_tool_grammar`). JSON is generated compactly, so a small token
 budget goes to content: no whitespace at all outside strings, separators "," and ":" (json.loads
 reads it; a model's own spacing is not reproduced). Strings that the schema leaves unbounded (type
 string without maxLength, enum, const, pattern or format) get maxLength = max_string_chars (the
@@ -28,6 +30,11 @@ from prover_jax.serving import protocol as P
 
 COMPACT = {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
 DEFAULT_MAX_STRING_CHARS = 200
+TOOL_CALL_FORMATS = ("auto", "json", "qwen3_xml")
+# XML parameter values (qwen3_xml): bare text typed by the schema; strings hold no "<" (the closing tag)
+XML_SCALARS = {"integer": r"/-?[0-9]{1,18}/", "number": r"/-?[0-9]{1,15}(\.[0-9]{1,12})?/",
+               "boolean": '("true" | "false")', "null": '"null"'}
+XML_MAX_STRING_CHARS = 4096  # an XML string's bound when neither the schema nor the server sets one
 _SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 _SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions")
 _SUBSCHEMAS = ("items", "additionalProperties", "then", "else", "contains")  # not "not" / "if": they would invert
@@ -79,10 +86,20 @@ class Matcher:
 
 
 class Grammars:
-    def __init__(self, tokenizer, n_vocab: int, eos_ids=(), max_string_chars: int = DEFAULT_MAX_STRING_CHARS):
+    def __init__(self, tokenizer, n_vocab: int, eos_ids=(), max_string_chars: int = DEFAULT_MAX_STRING_CHARS,
+                 tool_call_format: str = "auto"):
+        """tool_call_format: the format forced calls are constrained to; auto: qwen3_xml when the chat
+        template shows `<function=` (Qwen3.5, Qwen3-Coder), else json."""
         import llguidance
         import llguidance.hf
 
+        if tool_call_format not in TOOL_CALL_FORMATS:
+            raise ValueError(f"--tool_call_format must be one of {', '.join(TOOL_CALL_FORMATS)}, "
+                             f"got {tool_call_format!r}")
+        if tool_call_format == "auto":
+            template = getattr(tokenizer, "chat_template", "") or ""
+            tool_call_format = "qwen3_xml" if "<function=" in template else "json"
+        self.tool_call_format = tool_call_format
         self.llg, self.hf = llguidance, tokenizer
         self.n_vocab, self.max_string_chars = int(n_vocab), int(max_string_chars)
         self.eos_ids = sorted({int(t) for t in eos_ids} | {int(tokenizer.eos_token_id)})
@@ -112,10 +129,47 @@ class Grammars:
                 f'call: %json {json.dumps(schema)}\n')
         return self.llg.LLMatcher.grammar_from_lark(lark)
 
+    def xml_value(self, schema: dict, rule: str, rules: list[str]) -> str:
+        """Lark for one XML parameter value of `schema` (adds rules named from `rule` to `rules`)."""
+        kind, enum = schema.get("type"), schema.get("enum")
+        if isinstance(enum, list) and enum and all(isinstance(v, str) and "<" not in v for v in enum):
+            return "(" + " | ".join(json.dumps(v) for v in enum) + ")"
+        if kind in XML_SCALARS:
+            return XML_SCALARS[kind]
+        if kind == "string":
+            n = int(schema.get("maxLength") or self.max_string_chars or XML_MAX_STRING_CHARS)
+            return "/[^<]{0,%d}/" % n
+        sub = {**bound_strings(schema, self.max_string_chars), "x-guidance": COMPACT}
+        rules.append(f"{rule}: %json {json.dumps(sub)}")
+        return rule
+
+    def xml_tool_grammar(self, tools: list[dict], name: str | None) -> str:
+        """Qwen3.5's format: <tool_call>, <function=NAME>, then <parameter=KEY> VALUE </parameter> for
+        each property in schema order (optional ones may be left out), </function>, </tool_call>, each
+        tag on its own line."""
+        rules, calls = [], []
+        chosen = [t["function"] for t in tools if name is None or t["function"]["name"] == name]
+        for i, f in enumerate(chosen):
+            params = f.get("parameters") or {}
+            required = set(params.get("required") or ())
+            parts = []
+            for j, (key, sub) in enumerate((params.get("properties") or {}).items()):
+                value = self.xml_value(sub if isinstance(sub, dict) else {}, f"v{i}_{j}", rules)
+                opening, closing = json.dumps(f"<parameter={key}>\n"), json.dumps("\n</parameter>\n")
+                rules.append(f"p{i}_{j}: {opening} {value} {closing}")
+                parts.append(f"p{i}_{j}" if key in required else f"p{i}_{j}?")
+            head = json.dumps(f"<function={f['name']}>\n")
+            rules.append(f"f{i}: {head} {' '.join(parts)} " + json.dumps("</function>"))
+            calls.append(f"f{i}")
+        lark = (f'start: {self.literal("<tool_call>")} "\\n" call "\\n" {self.literal("</tool_call>")}\n'
+                f'call: {" | ".join(calls)}\n' + "\n".join(rules) + "\n")
+        return self.llg.LLMatcher.grammar_from_lark(lark)
+
     def for_request(self, req: P.ChatRequest) -> str | None:
         """The grammar a request's samples follow, or None; ApiError 400 when it does not compile."""
         if req.tool_choice == "required" or req.forced_tool is not None:
-            grammar, what = self.tool_grammar(req.tools, req.forced_tool), "tools[].function.parameters"
+            build = self.xml_tool_grammar if self.tool_call_format == "qwen3_xml" else self.tool_grammar
+            grammar, what = build(req.tools, req.forced_tool), "tools[].function.parameters"
         elif req.response_format is not None:
             schema = req.response_format.get("schema", {"type": "object"})
             grammar, what = self.json_grammar(schema), "response_format"
