@@ -88,6 +88,17 @@ class ChatService:
             raise P.bad(f"the chat template rejects these messages: {e}", "messages") from None
         return list(self.tokenizer.encode(text, add_special_tokens=False)), R.opens_thinking(text)
 
+    def think_budget(self, budget: int, opened: bool):
+        """() -> reasoning.ThinkBudget for max_thinking_tokens; 400 when the checkpoint does not think
+        or its tags are not single tokens."""
+        vocab = self.tokenizer.get_vocab()
+        if not self.reasoning or R.THINK not in vocab or R.END_THINK not in vocab:
+            raise P.bad("max_thinking_tokens needs a thinking checkpoint whose <think> and </think> are single "
+                        "tokens; this one's chat template or vocabulary has none", "max_thinking_tokens")
+        think, end = vocab[R.THINK], vocab[R.END_THINK]
+        close = [end] + list(self.tokenizer.encode("\n\n", add_special_tokens=False))
+        return lambda: R.ThinkBudget(budget, think, end, close, opened)
+
     def _check_stops(self, stops: Sequence[str]) -> None:
         new = [s for s in dict.fromkeys(stops) if s not in self._stops]
         if len(self._stops) + len(new) > self.max_stop_strings:
@@ -117,6 +128,8 @@ class ChatService:
                             "install llguidance (pip install prover_jax[serve])", "response_format")
             grammar = self.grammars.for_request(req)
             constraint = None if grammar is None else self.grammars.factory(grammar)
+        elif req.max_thinking_tokens is not None:
+            constraint = self.think_budget(req.max_thinking_tokens, opened)
         self._check_stops(req.stop)
         seed = random.randrange(2 ** 31) if req.seed is None else req.seed % 2 ** 32
         sampling = SamplingParams(temperature=req.temperature, top_p=req.top_p)

@@ -64,6 +64,7 @@ class ChatRequest:
     response_format: dict | None = None  # None (text) | {"type": "json_object"} | {"type": "json_schema", ...}
     logprobs: bool = False  # return each generated token's log-probability
     chat_template_kwargs: dict = dataclasses.field(default_factory=dict)  # e.g. {"enable_thinking": False}
+    max_thinking_tokens: int | None = None  # a thinking model's think block is closed after this many tokens
 
     @property
     def forced_tool(self) -> str | None:
@@ -243,7 +244,8 @@ def parse_chat_request(body: Any, max_n: int = 16, max_messages: int = 0, max_to
         include_usage=bool(isinstance(options, dict) and options.get("include_usage")),
         tools=tools, tool_choice=_tool_choice(body.get("tool_choice"), tools),
         response_format=_response_format(body.get("response_format")), logprobs=logprobs,
-        chat_template_kwargs=_template_kwargs(body.get("chat_template_kwargs")))
+        chat_template_kwargs=_template_kwargs(body.get("chat_template_kwargs")),
+        max_thinking_tokens=_int(body, "max_thinking_tokens", 0))
 
 
 RESERVED_TEMPLATE_KWARGS = ("messages", "conversation", "tools", "add_generation_prompt", "tokenize",

@@ -6,6 +6,7 @@
     split(text, opened)            (reasoning | None, content) of a reply
     hold_back(text)                the length of `text` that may be sent while streaming: a trailing
                                    piece that could begin a tag is held until it is decided
+    ThinkBudget                    the constraint that closes a think block after max_thinking_tokens
 
 A reply that never closes its think block is all reasoning, unless a `<tool_call>` opens inside it: the
 call (and what follows) is content, so the call still counts.
@@ -49,3 +50,44 @@ def hold_back(text: str) -> int:
         if len(text) >= k and any(t.startswith(text[-k:]) for t in TAGS):
             return len(text) - k
     return len(text)
+
+
+class ThinkBudget:
+    """A TokenConstraint (sampling.driver_types) that ends a think block after `budget` tokens: free
+    sampling until then (all tokens allowed); at the budget the `close` ids (`</think>` and a blank
+    line) are forced one by one, then sampling is free again. The block counts from the start when
+    the prompt opened it (`opened`), else from the sample's own `<think>` id; a `</think>` the model
+    writes itself ends the count."""
+
+    def __init__(self, budget: int, think_id: int, end_id: int, close: list[int], opened: bool):
+        self.left, self.think_id, self.end_id, self.close = int(budget), think_id, end_id, list(close)
+        self.inside = opened
+        self.forced = 0 if opened and self.left <= 0 else None  # index into `close` while forcing it
+
+    def fill_bitmask(self, row) -> None:
+        import numpy as np
+
+        from prover_jax.sampling.sampler import MASK_BITS
+
+        if self.forced is None:
+            row[:] = -1  # every bit: any token
+            return
+        t = self.close[self.forced]
+        row[:] = 0
+        row[t // MASK_BITS] = np.uint32(1 << (t % MASK_BITS)).view(np.int32)
+
+    def consume(self, token: int) -> None:
+        if self.forced is not None:
+            self.forced += 1
+            if self.forced == len(self.close):
+                self.forced, self.inside, self.left = None, False, -1
+            return
+        if not self.inside:
+            self.inside = token == self.think_id and self.left >= 0
+            return
+        if token == self.end_id:
+            self.inside, self.left = False, -1
+            return
+        self.left -= 1
+        if self.left <= 0:
+            self.forced = 0

@@ -1,6 +1,8 @@
-"""Forced tool calls in Qwen3.5's XML format: a checkpoint whose chat template shows `<function=` gets
-its forced calls constrained to `<function=NAME><parameter=KEY>VALUE</parameter></function>` (typed by
-the schema), and they come back as schema-valid `tool_calls`, 10 of 10 on a random model."""
+"""Qwen3.5's formats on a served random model (its tool-call and thinking template):
+- forced tool calls in XML: a chat template showing `<function=` gets forced calls constrained to
+  `<function=NAME><parameter=KEY>VALUE</parameter></function>` (typed by the schema); they come back as
+  schema-valid `tool_calls`, 10 of 10;
+- max_thinking_tokens closes the think block the generation prompt opened."""
 
 import json
 
@@ -57,3 +59,26 @@ def test_forced_xml_calls_are_schema_valid(served):
     [[streamed]] = [c.choices[0].delta.tool_calls for c in chunks if c.choices and c.choices[0].delta.tool_calls]
     assert streamed.function.name in [t["function"]["name"] for t in tools]
     assert isinstance(json.loads(streamed.function.arguments), dict)
+
+
+def test_max_thinking_tokens_closes_the_think_block(served):
+    """The template opens <think>; a random model rarely closes it, so without a budget the whole reply is
+    reasoning. With max_thinking_tokens=5 the block ends after at most 5 tokens and the answer follows."""
+    service, client = served
+    tok = service.tokenizer
+
+    def ask(**kw):
+        return client.chat.completions.create(model=MODEL, messages=MSGS, temperature=1.0, seed=5, n=4,
+                                              max_tokens=40, **kw).choices
+
+    def think_tokens(choice):  # generated tokens before </think> (all of them when it never came)
+        tokens = [e.token for e in choice.logprobs.content]
+        return tokens.index("</think>") if "</think>" in tokens else len(tokens)
+
+    assert max(think_tokens(c) for c in ask(logprobs=True)) > 5
+    for c in ask(logprobs=True, extra_body={"max_thinking_tokens": 5}):
+        assert think_tokens(c) <= 5 and c.message.reasoning_content is not None, c.logprobs.content
+        tokens = [e.token for e in c.logprobs.content]
+        assert tokens[think_tokens(c):think_tokens(c) + 3] == ["</think>", "\n", "\n"]  # closed, then a blank line
+    with pytest.raises(openai.BadRequestError, match="max_thinking_tokens"):
+        ask(extra_body={"max_thinking_tokens": -1})
