@@ -20,10 +20,12 @@ MODEL = "tiny-qwen-xml"
 MSGS = [{"role": "user", "content": "Propose the segment."}]
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
+@pytest.fixture(scope="module", params=[False, True], ids=["tags-plain", "tags-special"])
+def served(request, tmp_path_factory):
+    """The server, with <tool_call> / <think> plain added tokens or special ones (which decoding used to
+    drop, turning every forced call into content)."""
     path = SF.make_serving_checkpoint(str(tmp_path_factory.mktemp("xml")))
-    SF.save_tokenizer(path, chat_template=chat_template())  # Qwen3.5's format: XML tool calls
+    SF.save_tokenizer(path, markup_special=request.param, chat_template=chat_template())  # XML tool calls
     service = build_service(path, served_model_name=MODEL, max_prefill_length=256, dtype="float32",
                             max_concurrent_decodes=10, max_target_length=4096, max_pending=4, max_string_chars=24)
     srv = ServerThread(create_app(service)).start()
