@@ -112,6 +112,23 @@ def serve(folder: str, model: str, **build_kwargs):
     service.worker.stop()
 
 
+def serve_folder(path: str, model: str, **build_kwargs):
+    """Generator for a module fixture: yields (ChatService, openai client) of prover-serve over the
+    checkpoint folder `path` (float32), then stops both."""
+    import openai
+
+    from prover_jax.serving.app import create_app
+    from prover_jax.serving.cli import ServerThread, build_service
+
+    service = build_service(path, served_model_name=model, dtype="float32", **build_kwargs)
+    srv = ServerThread(create_app(service)).start()
+    client = openai.OpenAI(base_url=srv.base_url, api_key="EMPTY", max_retries=0, timeout=600)
+    yield service, client
+    client.close()
+    srv.stop()
+    service.worker.stop()
+
+
 def openai_client(srv):
     """Generator for a module fixture: the official client on `srv` (no retries), then closed."""
     import openai

