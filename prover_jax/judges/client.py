@@ -108,9 +108,10 @@ class ChatEndpoint:
         self._sleep, self._jitter = sleep, random.Random()
         self._lock = threading.Lock()  # the budget and the usage counters, updated by concurrent calls
         self._step_calls = 0
-        # a thinking checkpoint served by prover-serve / vLLM: its chat template's enable_thinking
-        self.extra_body = ({"chat_template_kwargs": {"enable_thinking": bool(enable_thinking)}}
-                           if enable_thinking is not None else None)
+        # what every request adds to its payload: a thinking checkpoint's enable_thinking (prover-serve /
+        # vLLM read chat_template_kwargs); nothing when unset, so payloads and cache keys stay as they were
+        self.extras = ({} if enable_thinking is None else
+                       {"extra_body": {"chat_template_kwargs": {"enable_thinking": bool(enable_thinking)}}})
 
     def close(self) -> None:
         self.client.close()
@@ -139,7 +140,7 @@ class ChatEndpoint:
         """(cache key or None without a cache, the cached response if `usable` accepts it, else None)."""
         if self.cache is None:
             return None, None
-        key = content_key(payload if self.extra_body is None else {**payload, "extra_body": self.extra_body})
+        key = content_key({**payload, **self.extras})
         hit = self.cache.get(key)
         return key, hit if hit is not None and usable(hit) else None
 
@@ -176,8 +177,7 @@ class ChatEndpoint:
             if attempt:
                 self._sleep(self._backoff(attempt - 1, error))
             try:
-                completion = self.client.chat.completions.create(**payload, **(
-                    {"extra_body": self.extra_body} if self.extra_body is not None else {}))
+                completion = self.client.chat.completions.create(**payload, **self.extras)
             except oa.APITimeoutError as e:
                 return None, TIMEOUT, str(e)
             except oa.RateLimitError as e:
