@@ -62,7 +62,8 @@ class ChatService:
         self._special = frozenset(getattr(tokenizer, "all_special_ids", ())) | frozenset(
             i for i, t in added.items() if getattr(t, "special", False))
         vocab = tokenizer.get_vocab()  # markup tags are kept in the text even when they are special tokens
-        self._markup = frozenset(vocab[t] for t in (*R.TAGS, "</tool_call>") if t in vocab)
+        self._markup = frozenset(vocab[t] for t in R.MARKUP if t in vocab)
+        self._think_ids = (vocab.get(R.THINK), vocab.get(R.END_THINK))  # None: not one token
         self.reasoning = R.thinks(getattr(tokenizer, "chat_template", None))  # replies split at </think>
 
     # Requests.
@@ -91,11 +92,10 @@ class ChatService:
     def think_budget(self, budget: int, opened: bool):
         """() -> reasoning.ThinkBudget for max_thinking_tokens; 400 when the checkpoint does not think
         or its tags are not single tokens."""
-        vocab = self.tokenizer.get_vocab()
-        if not self.reasoning or R.THINK not in vocab or R.END_THINK not in vocab:
+        think, end = self._think_ids
+        if not self.reasoning or think is None or end is None:
             raise P.bad("max_thinking_tokens needs a thinking checkpoint whose <think> and </think> are single "
                         "tokens; this one's chat template or vocabulary has none", "max_thinking_tokens")
-        think, end = vocab[R.THINK], vocab[R.END_THINK]
         close = [end] + list(self.tokenizer.encode("\n\n", add_special_tokens=False))
         return lambda: R.ThinkBudget(budget, think, end, close, opened)
 

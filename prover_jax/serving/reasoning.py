@@ -14,8 +14,12 @@ call (and what follows) is content, so the call still counts.
 
 from __future__ import annotations
 
-THINK, END_THINK, TOOL_CALL = "<think>", "</think>", "<tool_call>"
-TAGS = (THINK, END_THINK, TOOL_CALL)
+from prover_jax.serving.tools import CLOSE as END_TOOL_CALL
+from prover_jax.serving.tools import OPEN as TOOL_CALL
+
+THINK, END_THINK = "<think>", "</think>"
+TAGS = (THINK, END_THINK, TOOL_CALL)  # the tags a streamed piece may begin
+MARKUP = (*TAGS, END_TOOL_CALL)  # the tags the parsers read: kept in the decoded text
 
 
 def thinks(chat_template: str | None) -> bool:
