@@ -22,11 +22,13 @@ EOS is allowed; a matcher in an error state also allows only EOS (the sample end
 from __future__ import annotations
 
 import json
+from typing import Sequence
 
 import numpy as np
 
 from prover_jax.sampling.sampler import MASK_BITS, mask_words
 from prover_jax.serving import protocol as P
+from prover_jax.serving.tools import CLOSE, OPEN
 
 COMPACT = {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
 DEFAULT_MAX_STRING_CHARS = 200
@@ -118,16 +120,23 @@ class Grammars:
         schema = bound_strings(schema, self.max_string_chars)
         return self.llg.LLMatcher.grammar_from_json_schema(schema, overrides=COMPACT)
 
+    def tool_block(self, call: str, rules: Sequence[str] = ()) -> str:
+        """The grammar of one Qwen block `<tool_call>\\n CALL \\n</tool_call>` (lark `call` and its `rules`)."""
+        lark = (f'start: {self.literal(OPEN)} "\\n" call "\\n" {self.literal(CLOSE)}\n'
+                f'call: {call}\n' + "".join(r + "\n" for r in rules))
+        return self.llg.LLMatcher.grammar_from_lark(lark)
+
+    @staticmethod
+    def chosen(tools: list[dict], name: str | None) -> list[dict]:
+        """The functions a forced call may take: the named one, or any ('required')."""
+        return [t["function"] for t in tools if name is None or t["function"]["name"] == name]
+
     def tool_grammar(self, tools: list[dict], name: str | None) -> str:
-        chosen = [t["function"] for t in tools if name is None or t["function"]["name"] == name]
         bound = lambda f: bound_strings(f["parameters"], self.max_string_chars)  # noqa: E731
         calls = [{"type": "object", "properties": {"name": {"const": f["name"]}, "arguments": bound(f)},
-                  "required": ["name", "arguments"], "additionalProperties": False} for f in chosen]
+                  "required": ["name", "arguments"], "additionalProperties": False} for f in self.chosen(tools, name)]
         schema = calls[0] if len(calls) == 1 else {"anyOf": calls}
-        schema = {**schema, "x-guidance": COMPACT}
-        lark = (f'start: {self.literal("<tool_call>")} "\\n" call "\\n" {self.literal("</tool_call>")}\n'
-                f'call: %json {json.dumps(schema)}\n')
-        return self.llg.LLMatcher.grammar_from_lark(lark)
+        return self.tool_block(f"%json {json.dumps({**schema, 'x-guidance': COMPACT})}")
 
     def xml_value(self, schema: dict, rule: str, rules: list[str]) -> str:
         """Lark for one XML parameter value of `schema` (adds rules named from `rule` to `rules`)."""
@@ -148,8 +157,7 @@ class Grammars:
         each property in schema order (optional ones may be left out), </function>, </tool_call>, each
         tag on its own line."""
         rules, calls = [], []
-        chosen = [t["function"] for t in tools if name is None or t["function"]["name"] == name]
-        for i, f in enumerate(chosen):
+        for i, f in enumerate(self.chosen(tools, name)):
             params = f.get("parameters") or {}
             required = set(params.get("required") or ())
             parts = []
@@ -161,9 +169,7 @@ class Grammars:
             head = json.dumps(f"<function={f['name']}>\n")
             rules.append(f"f{i}: {head} {' '.join(parts)} " + json.dumps("</function>"))
             calls.append(f"f{i}")
-        lark = (f'start: {self.literal("<tool_call>")} "\\n" call "\\n" {self.literal("</tool_call>")}\n'
-                f'call: {" | ".join(calls)}\n' + "\n".join(rules) + "\n")
-        return self.llg.LLMatcher.grammar_from_lark(lark)
+        return self.tool_block(" | ".join(calls), rules)
 
     def for_request(self, req: P.ChatRequest) -> str | None:
         """The grammar a request's samples follow, or None; ApiError 400 when it does not compile."""
