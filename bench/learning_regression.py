@@ -34,6 +34,7 @@ import numpy as np  # noqa: E402
 from helpers.demo_config import small_demo  # noqa: E402
 from prover_jax.envs import make  # noqa: E402
 from prover_jax.envs.pool import EnvPool  # noqa: E402
+from prover_jax.envs.testing import play_demonstrator  # noqa: E402
 from prover_jax.rollout.loop import Rollout  # noqa: E402
 from prover_jax.sampling import SamplingParams  # noqa: E402
 from prover_jax.training import sft  # noqa: E402
@@ -43,24 +44,15 @@ from prover_jax.training.trainer import Trainer  # noqa: E402
 VARIANTS = ("grpo", "flipped", "frozen")
 
 
-def demonstrator_succeeds(env_kwargs: dict, seed: int) -> bool:
-    env = make("household", **env_kwargs)
-    _, info = env.reset(seed)
-    done = False
-    while not done:
-        _, _, done, info = env.step(env.expert_action())
-    return bool(info["success"])
-
-
 def probe_config(a):
     """The tiny room, task objects from configs/demo_levers.py:pairs, a.tasks fixed training tasks on
     which the confused demonstrator fails, GRPO at a.lr on a.tasks groups of 8 episodes."""
     c = small_demo()
     pairs = load_config_file(os.path.join(ROOT, "configs", "demo_levers.py"), "pairs")
     c.env.kwargs.target_types = pairs.env.kwargs.target_types
-    confused = {**c.env.kwargs, "demo_confusion": 1.0}
+    confused = make("household", **{**c.env.kwargs, "demo_confusion": 1.0})
     start = 1000
-    while any(demonstrator_succeeds(confused, start + i) for i in range(a.tasks)):
+    while any(play_demonstrator(confused, start + i)[0] for i in range(a.tasks)):
         start += 1
     c.env.train_seed_start, c.env.train_tasks, c.env.eval_seeds = start, a.tasks, 2
     c.rollout.groups_per_step, c.rollout.group_size = a.tasks, 8

@@ -6,6 +6,6 @@
 
 from prover_jax.envs.testing import dp
 from prover_jax.envs.testing.dp import Policy, success_probability
-from prover_jax.envs.testing.policies import mix, mixed_policy, uniform_policy
+from prover_jax.envs.testing.policies import mix, mixed_policy, play_demonstrator, uniform_policy
 
-__all__ = ["Policy", "dp", "mix", "mixed_policy", "success_probability", "uniform_policy"]
+__all__ = ["Policy", "dp", "mix", "mixed_policy", "play_demonstrator", "success_probability", "uniform_policy"]

@@ -4,12 +4,14 @@
     uniform_policy                 1 / |admissible(s)| over `info["admissible"]`
     mixed_policy(eps)              mix(info["expert"], info["admissible"], eps) (household reports its
                                    expert's command in `info["expert"]`)
+    play_demonstrator(env, seed)   one episode of the env's own demonstrator (`expert_action`)
 """
 
 from __future__ import annotations
 
 from typing import Sequence
 
+from prover_jax.envs.base import Env
 from prover_jax.envs.testing.dp import Policy
 
 
@@ -41,3 +43,15 @@ def mixed_policy(eps: float) -> Policy:
         return mix(info["expert"], info["admissible"], eps)
 
     return policy
+
+
+def play_demonstrator(env: Env, seed: int) -> tuple[bool, list[tuple[str, bool]]]:
+    """(success, [(action, valid)]) of the env's demonstrator (`expert_action`, slips and confusions
+    included) playing task `seed` to its end."""
+    env.reset(seed)
+    steps, done, info = [], False, {}
+    while not done:
+        action = env.expert_action()
+        _, _, done, info = env.step(action)
+        steps.append((action, info["valid"]))
+    return bool(info["success"]), steps

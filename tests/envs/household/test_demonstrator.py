@@ -9,20 +9,10 @@ import pytest
 from prover_jax.envs import make
 from prover_jax.envs.household.gen import LOOKALIKE
 from prover_jax.envs.household.world import COMMITTED
+from prover_jax.envs.testing import play_demonstrator
 
 KW = dict(task_type="pick_and_place", max_turns=8, expert_turns=(3, 5), num_receptacles=4, num_objects=3)
 PAIRS = ("mug", "cup", "pen", "pencil")
-
-
-def play_demonstrator(env, seed):
-    """(success, [(action, valid)]) of the demonstrator's episode of task `seed`."""
-    env.reset(seed)
-    steps, done, info = [], False, None
-    while not done:
-        action = env.expert_action()
-        _, _, done, info = env.step(action)
-        steps.append((action, info["valid"]))
-    return info["success"], steps
 
 
 def test_target_types_restrict_the_task_objects_and_are_checked():
