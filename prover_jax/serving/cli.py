@@ -24,6 +24,7 @@ import threading
 import time
 
 from prover_jax.serving.guard import DEFAULT_MAX_BODY_BYTES, check_bind
+from prover_jax.serving.tools import FORMATS as TOOL_CALL_FORMATS
 
 DEFAULT_SLOTS = 8
 KEY_ENV = "PROVER_SERVE_API_KEY"
@@ -46,7 +47,7 @@ def parser() -> argparse.ArgumentParser:
                    "gives no max_tokens (capped by what fits)")
     p.add_argument("--max_stop_strings", type=int, default=8, help="distinct stop strings over the server's life")
     p.add_argument("--max_n", type=int, default=16, help="largest n (samples per request)")
-    p.add_argument("--tool_call_format", choices=["auto", "json", "qwen3_xml"], default="auto",
+    p.add_argument("--tool_call_format", choices=TOOL_CALL_FORMATS, default="auto",
                    help="format forced tool calls are constrained to (auto: from the chat template)")
     p.add_argument("--max_string_chars", type=int, default=200,
                    help="maxLength of strings a tool / json_schema leaves unbounded in constrained output (0: none)")

@@ -29,10 +29,10 @@ import numpy as np
 from prover_jax.sampling.sampler import MASK_BITS, mask_words
 from prover_jax.serving import protocol as P
 from prover_jax.serving.tools import CLOSE, OPEN
+from prover_jax.serving.tools import FORMATS as TOOL_CALL_FORMATS
 
 COMPACT = {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
 DEFAULT_MAX_STRING_CHARS = 200
-TOOL_CALL_FORMATS = ("auto", "json", "qwen3_xml")
 # XML parameter values (qwen3_xml): bare text typed by the schema; strings hold no "<" (the closing tag)
 XML_SCALARS = {"integer": r"/-?[0-9]{1,18}/", "number": r"/-?[0-9]{1,15}(\.[0-9]{1,12})?/",
                "boolean": '("true" | "false")', "null": '"null"'}

@@ -30,6 +30,7 @@ import secrets
 from typing import Any
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
+FORMATS = ("auto", "json", "qwen3_xml")  # prover-serve --tool_call_format: what forced calls are constrained to
 _BLOCK = re.compile(re.escape(OPEN) + r"(.*?)" + re.escape(CLOSE), re.DOTALL)
 
 
