@@ -62,6 +62,7 @@ def probe_config(a):
     c.credit.method = "grpo"
     c.loss.aggregation = a.aggregation
     c.optim.learning_rate = a.lr
+    c.tokenizer.phrases = not a.words
     return c
 
 
@@ -70,8 +71,8 @@ def task_seeds(t: Trainer) -> list[int]:
     return list(range(c.env.train_seed_start, c.env.train_seed_start + c.env.train_tasks))
 
 
-def torn_demonstrations(t: Trainer) -> list:
-    """The expert's and the confused demonstrator's episodes of the training tasks."""
+def torn_demonstrations(t: Trainer, wrong_copies: int = 1) -> list:
+    """The expert's episode of each training task and `wrong_copies` of the confused demonstrator's."""
     c, seeds = t.config, task_seeds(t)
     expert = Rollout(None, t.tokenizer, t.rollout_config(SamplingParams()))
     confused = EnvPool(c.env.name, len(seeds), {**c.env.kwargs, "demo_confusion": 1.0})
@@ -82,7 +83,7 @@ def torn_demonstrations(t: Trainer) -> list:
     right = sft.demonstrations(expert, t.pool, seeds, c.rollout.max_target_length)
     if [d.success for d in right + wrong] != [True] * len(seeds) + [False] * len(seeds):
         raise RuntimeError("the expert must succeed and the confused demonstrator fail on every task")
-    return right + wrong
+    return right + wrong * wrong_copies
 
 
 def training_success(t: Trainer, episodes: int) -> float:
@@ -128,16 +129,20 @@ def main():
     p.add_argument("--sft_steps", type=int, default=200)
     p.add_argument("--episodes", type=int, default=32, help="sampled episodes per task that measure success")
     p.add_argument("--aggregation", default="token-mean")
+    p.add_argument("--wrong_copies", type=int, default=1,
+                   help="copies of each confused demonstration in SFT (more: a weaker start)")
+    p.add_argument("--words", action="store_true", help="word-piece tokens (tokenizer.phrases=False)")
+    p.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of {VARIANTS}")
     p.add_argument("--workdir", default="")
     a = p.parse_args()
     t0 = time.perf_counter()
     workdir = a.workdir or tempfile.mkdtemp(prefix="learning_regression_")
     t = Trainer(probe_config(a), workdir)
     try:
-        t.run_sft(demos=torn_demonstrations(t))
+        t.run_sft(demos=torn_demonstrations(t, a.wrong_copies))
         before = training_success(t, a.episodes)
         start, tasks = jax.tree.map(jnp.copy, t.state), t.tasks.get_state()
-        for v in VARIANTS:
+        for v in a.variants.split(","):
             after, curve = play(t, start, tasks, v, a.steps, a.episodes)
             print(json.dumps({"variant": v, "before": before, "after": after, "gain": after - before,
                               "batch_success": curve, "tasks": task_seeds(t), "lr": a.lr, "steps": a.steps,
