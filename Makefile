@@ -50,7 +50,7 @@ test-py311: $(STAMP_TPU)
 test-py312: $(STAMP312)
 	PATH=$(CURDIR)/$(VENV312)/bin:$$PATH PROVER_TEST_LANE=jax012 $(PYTEST)
 
-# SFT warm start + GRPO/ProVer on the built-in household env, fresh each time (prover-train resumes).
+# SFT warm start + GRPO on the built-in household env (configs/learn.py), fresh each time (prover-train resumes).
 DEMO_DIR ?= runs/demo
 demo: $(STAMP)
 	rm -rf $(DEMO_DIR)

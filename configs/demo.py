@@ -1,4 +1,5 @@
-"""`make demo`: a ~0.56M-parameter Qwen3.5-architecture policy on the built-in `household` env, on CPU.
+"""The earlier demo setting (`make demo` now runs configs/learn.py, built on this file): a ~0.56M-parameter
+Qwen3.5-architecture policy on the built-in `household` env, on CPU.
 
 SFT warm start on expert demonstrations, then GRPO + ProVer with the `contrastive` judge (the
 `openai` judge when OPENAI_BASE_URL / OPENAI_API_KEY are set). Short household tasks keep

@@ -130,6 +130,7 @@ def make(size: str, benchmark: str = "alfworld", pod: str | None = None, judge: 
     c.rollout.max_concurrent_decodes = lay["slots"]  # engine slots per host
     c.rollout.max_target_length = lay["length"]  # tokens per episode; longer ones end as context_limit
     c.train.steps = 100  # paper: 100 updates
+    c.optim.learning_rate = 1e-5  # a pretrained LLM's rate, not the library default (a from-scratch policy's)
     c.train.micro_batch_size = lay["micro"]  # sequences per accumulation step (one per chip)
     c.train.remat = lay["remat"]  # recompute each layer block's activations in the backward pass
     c.train.logprob_chunk = 1024  # vocab projection (248k) over 1024 positions at a time

@@ -1,12 +1,12 @@
-"""`make demo`: the main job on its built-in default (configs/demo.py).
+"""`make demo`: the main job on its built-in default (configs/learn.py).
 
 A ~0.56M-parameter Qwen3.5-architecture policy with its own tokenizer learns the built-in `household`
-environment: SFT warm start on expert demonstrations, then GRPO + ProVer RL with the `contrastive`
-judge (the `openai` judge when an endpoint is configured). Prints a short summary and writes
-WORKDIR/progress.png.
+environment: SFT warm start on the demonstrations of an imperfect demonstrator (it commits the task
+object's lookalike in 75% of its tasks), then 20 GRPO steps with the binary outcome reward. Prints
+held-out greedy success before and after RL with its standard error, and writes WORKDIR/progress.png.
 
-    python -m prover_jax.demo --workdir=runs/demo [--config=configs/demo.py --config.train.steps=4]
-                              [--third_party_logs]
+    python -m prover_jax.demo --workdir=runs/demo [--config.seed=1] [--config.credit.method=prover]
+                              [--config=configs/demo.py] [--third_party_logs]
 
 Third-party INFO logging (orbax's checkpoint chatter, jax, absl, ...) is off; --third_party_logs
 brings it back (prover_jax/training/logs.py).
@@ -23,24 +23,25 @@ from prover_jax.training.logs import quiet_third_party
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 FLAGS = flags.FLAGS
-config_flags.DEFINE_config_file("config", os.path.join(_HERE, "..", "configs", "demo.py"),
+config_flags.DEFINE_config_file("config", os.path.join(_HERE, "..", "configs", "learn.py"),
                                 "Demo config file.", lock_config=True)
 flags.DEFINE_string("workdir", "runs/demo", "Run folder.")
 
 
-def summary_text(s: dict) -> str:
+def summary_text(s: dict, method: str = "grpo") -> str:
     t = s.get("time_s", {})
     lines = [
-        "prover_jax demo: household, SFT warm start + GRPO/ProVer",
-        f"  demonstrations       {s['sft']['demos']} expert episodes, SFT loss "
+        f"prover_jax demo: household, SFT warm start + RL (credit: {method})",
+        f"  demonstrations       {s['sft']['demos']} episodes, SFT loss "
         f"{s['sft']['loss_first']:.3f} -> {s['sft']['loss_last']:.3f} ({s['sft']['seconds']:.0f} s)"
         if "sft" in s else "  (SFT done in an earlier run)",
         f"  success (greedy, {_n(s)} held-out tasks): after SFT {_pm(s, 'eval_before_rl')} -> after RL "
-        f"{_pm(s, 'eval_after_rl')}",
+        f"{_pm(s, 'eval_after_rl')}, gain {_gain(s)}",
         f"  train success rate   first step {s.get('train_success_first', 0):.0%}, last step "
         f"{s.get('train_success_last', 0):.0%} over {s.get('rl_steps', 0)} steps",
-        f"  ProVer               {s.get('valid_proposals', 0):.0f} valid proposals, acceptance "
-        f"{s.get('acceptance_rate', 0):.0%}, extra verification tokens {s.get('extra_token_frac', 0):.0%}",
+        *([f"  ProVer               {s.get('valid_proposals', 0):.0f} valid proposals, acceptance "
+           f"{s.get('acceptance_rate', 0):.0%}, extra verification tokens {s.get('extra_token_frac', 0):.0%}"]
+          if method == "prover" else []),
         f"  wall time (s)        rollout {t.get('rollout', 0):.0f}, judge {t.get('judge', 0):.1f}, "
         f"verify {t.get('verify', 0):.0f}, update {t.get('update', 0):.0f}; whole run "
         f"{s.get('wall_s_this_run', 0):.0f}",
@@ -51,6 +52,15 @@ def summary_text(s: dict) -> str:
 
 def _n(s: dict) -> int:
     return int(s.get("eval_after_rl", {}).get("eval/episodes", 0))
+
+
+def _gain(s: dict) -> str:
+    """after - before in points, +- the standard error of the difference of two independent evaluations
+    (an upper bound: the same held-out tasks are evaluated both times)."""
+    a, b = s.get("eval_after_rl", {}), s.get("eval_before_rl", {})
+    d = a.get("eval/success", 0) - b.get("eval/success", 0)
+    se = (a.get("eval/success_se", 0) ** 2 + b.get("eval/success_se", 0) ** 2) ** 0.5
+    return f"{100 * d:+.1f} +- {100 * se:.1f} points"
 
 
 def _pm(s: dict, key: str) -> str:
@@ -65,7 +75,7 @@ def main(argv):
     from prover_jax.training.run import train
 
     summary = train(FLAGS.config, FLAGS.workdir)
-    print(summary_text(summary))
+    print(summary_text(summary, FLAGS.config.credit.method))
 
 
 if __name__ == "__main__":

@@ -103,7 +103,10 @@ def default_config() -> ml_collections.ConfigDict:
     # Optimizer (optax).
     c.optim = ml_collections.ConfigDict()
     c.optim.name = "adamw"  # adamw | adam | sgd
-    c.optim.learning_rate = 1e-5  # peak learning rate (after warmup_steps)
+    # peak RL learning rate (after warmup_steps): the rate that learns on configs/learn.py, a ~0.56M policy
+    # trained from scratch (lever table in bench/LEARNING.md); pretrained LLMs want far less (the pod
+    # configs set 1e-5)
+    c.optim.learning_rate = 3e-4
     c.optim.b1 = 0.9  # Adam first-moment decay (adamw | adam)
     c.optim.b2 = 0.999  # Adam second-moment decay (adamw | adam)
     c.optim.weight_decay = 0.0  # adamw's decoupled weight decay (not on norms and biases)
