@@ -6,3 +6,7 @@ Data flows one way through the packages:
 """
 
 __version__ = "0.1.0"
+
+from prover_jax import tpu_env as _tpu_env
+
+_tpu_env.quiet_without_chips()  # before JAX starts its backends: no libtpu error block on CPU/GPU hosts

@@ -1,0 +1,47 @@
+"""libtpu's start-up on a host without TPU chips.
+
+With the `tpu` extra installed (libtpu, for compiling against a TPU slice on any host), JAX loads libtpu
+when it starts its backends. On a host with no TPU chip, libtpu then looks for the slice's accelerator
+type and worker hostnames, finds neither, and prints an error block (TPU_WORKER_HOSTNAMES, "Failed to
+find host bounds") before falling back to the CPU. `quiet_without_chips` gives it a single-host answer
+first: TPU_WORKER_HOSTNAMES=localhost, TPU_HOST_BOUNDS=1,1,1. It changes nothing when libtpu is not
+installed, when a TPU chip is present, or when any of those variables (or TPU_ACCELERATOR_TYPE) is set.
+Compiling for a TPU topology (`prover-aot`) is unaffected: the topology names its own hosts.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import os
+from collections.abc import MutableMapping
+
+GOOGLE_PCI_VENDOR = "0x1ae0"
+SLICE_VARS = ("TPU_WORKER_HOSTNAMES", "TPU_HOST_BOUNDS", "TPU_ACCELERATOR_TYPE", "TPU_PROCESS_ADDRESSES")
+SINGLE_HOST = {"TPU_WORKER_HOSTNAMES": "localhost", "TPU_HOST_BOUNDS": "1,1,1"}
+
+
+def has_tpu_chip(pci_root: str = "/sys/bus/pci/devices") -> bool:
+    """Whether a PCI device of Google's vendor id (a TPU chip) is visible, or /dev/accel* exists."""
+    for vendor in glob.glob(os.path.join(pci_root, "*", "vendor")):
+        try:
+            with open(vendor) as f:
+                if f.read().strip() == GOOGLE_PCI_VENDOR:
+                    return True
+        except OSError:
+            continue
+    return bool(glob.glob("/dev/accel*"))
+
+
+def quiet_without_chips(environ: MutableMapping[str, str] = os.environ, libtpu_installed: bool | None = None,
+                        chip: bool | None = None) -> bool:
+    """Sets SINGLE_HOST in `environ` when libtpu is installed, no TPU chip is visible and no slice
+    variable is set; returns whether it did. Call before JAX starts its backends."""
+    if libtpu_installed is None:
+        libtpu_installed = importlib.util.find_spec("libtpu") is not None
+    if not libtpu_installed or any(v in environ for v in SLICE_VARS):
+        return False
+    if chip if chip is not None else has_tpu_chip():
+        return False
+    environ.update(SINGLE_HOST)
+    return True
