@@ -14,6 +14,10 @@ with L strictly lower triangular, into matmuls; across chunks a scan carries S. 
 and g = 0 leaves S untouched, which is how padding is skipped. `backend_defaults` gives the chunk size,
 matmul dtype and inverse of `chunked` per backend.
 
+Packed sequences (`recurrent`, `chunked`): reset [B, T] bool is True at the first token of each sequence,
+where the state restarts from zero before the update: S_{t-1} := 0. That is the recurrence with decay
+a_t = exp(g_t) [not reset_t], whose products are kept exact (no large negative log-decay) in `chunked`.
+
 Shapes: q, k [B, T, H, dk]; v [B, T, H, dv]; g, beta [B, T, H]; S [B, H, dk, dv]; out o [B, T, H, dv].
 """
 
@@ -84,16 +88,22 @@ def step(q, k, v, g, beta, state):
     return do[:, :, 1], state
 
 
-def recurrent(q, k, v, g, beta, state=None):
-    """Token-by-token reference: returns (o [B, T, H, dv], final state)."""
+def recurrent(q, k, v, g, beta, state=None, reset_BxT=None):
+    """Token-by-token reference: returns (o [B, T, H, dv], final state). reset_BxT (bool, optional):
+    S_{t-1} := 0 before the update at t where True (the first token of a packed sequence)."""
     q, k, v, g, beta = (x.astype(jnp.float32) for x in (q, k, v, g, beta))
     state = _zeros_state(q, v) if state is None else state.astype(jnp.float32)
 
     def body(s, xs):
+        if reset_BxT is not None:
+            *xs, r = xs
+            s = jnp.where(r[:, None, None, None], 0.0, s)
         o, s = _literal_step(*xs, s)
         return s, o
 
     xs = tuple(jnp.moveaxis(x, 1, 0) for x in (q, k, v, g, beta))
+    if reset_BxT is not None:
+        xs = xs + (jnp.moveaxis(jnp.asarray(reset_BxT, bool), 1, 0),)
     state, o = lax.scan(body, state, xs)
     return jnp.moveaxis(o, 0, 1), state
 
@@ -185,8 +195,8 @@ def backend_defaults(platform: str) -> dict:
 
 
 def chunked(q, k, v, g, beta, state=None, chunk_size: int = GDN_ACCEL_CHUNK, matmul_dtype=None,
-            inverse_block: int | None = None):
-    """Chunk-parallel form of `recurrent` (same outputs up to float rounding).
+            inverse_block: int | None = None, reset_BxT=None):
+    """Chunk-parallel form of `recurrent` (same outputs up to float rounding), resets included.
 
     matmul_dtype None: every matmul in fp32 at HIGHEST precision. matmul_dtype=jnp.bfloat16: every
     matmul's inputs (including the carried state, as read) are cast to bf16 and accumulated in fp32,
@@ -195,6 +205,14 @@ def chunked(q, k, v, g, beta, state=None, chunk_size: int = GDN_ACCEL_CHUNK, mat
     about 1e-2 relative (L2) of the fp32 one at dk = dv = 128.
     inverse_block None: (I + L)^-1 by `unit_lower_inverse` (C-step substitution, differentiated through
     the loop); an int b: by `blockwise_unit_lower_inverse(., b)` (b-step substitution, matmul derivative).
+
+    reset_BxT: with s_i the number of resets at chunk positions <= i and gc_i the sum of g_j over
+    j <= i with s_j = s_i (the in-chunk cumsum restarted at each reset: no cancellation against earlier
+    sequences' decays), the decay products of a_t = exp(g_t) [not reset_t] are
+        prod_{j<l<=i} a_l = exp(gc_i - gc_j) [s_i = s_j],   prod_{l<=i} a_l = exp(gc_i) [s_i = 0] (f_i),
+        prod_{j<l<C} a_l = exp(gc_{C-1} - gc_j) [s_j = s_{C-1}] (e_j):
+    the in-chunk decay gets the same-sequence mask, the carried-state reads (w's right-hand side, q_dec)
+    and the chunk decay get f, k_dec gets e; masked entries are exact zeros.
     """
     q, k, v, g, beta = (x.astype(jnp.float32) for x in (q, k, v, g, beta))
     B, T, H, dk = q.shape
@@ -216,7 +234,16 @@ def chunked(q, k, v, g, beta, state=None, chunk_size: int = GDN_ACCEL_CHUNK, mat
     q_c, k_c, v_c, g_c, b_c = (chunks(x) for x in (q, k, v, g, beta))
     gc = jnp.cumsum(g_c, axis=-1)  # [N, B, H, C] log decay from chunk start to t (inclusive)
     causal = jnp.tril(jnp.ones((C, C), bool))
-    # decay[i, j] = exp(gc_i - gc_j) for j <= i, else 0.
+    first = last = None  # f, e of the docstring; None: all ones
+    if reset_BxT is not None:
+        r = jnp.pad(jnp.asarray(reset_BxT, jnp.int32), ((0, 0), (0, pad)))
+        seq = jnp.cumsum(jnp.moveaxis(r.reshape(B, N, C), 1, 0), axis=-1)[:, :, None]  # [N, B, 1, C]
+        first, last = seq == 0, seq == seq[..., -1:]
+        causal = causal & (seq[..., :, None] == seq[..., None, :])
+        gc = jnp.sum(jnp.where(causal, g_c[..., None, :], 0.0), axis=-1)  # restarted at each reset
+    # exp(x) where m, else 0; masked before the exp: exp(gc_{C-1} - gc_j) of an earlier sequence can be inf
+    exp_where = lambda m, x: jnp.exp(x if m is None else jnp.where(m, x, -jnp.inf))  # noqa: E731
+    # decay[i, j] = exp(gc_i - gc_j) for j <= i (same sequence), else 0.
     diff = gc[..., :, None] - gc[..., None, :]
     decay = jnp.exp(jnp.where(causal, diff, -jnp.inf))
 
@@ -224,15 +251,15 @@ def chunked(q, k, v, g, beta, state=None, chunk_size: int = GDN_ACCEL_CHUNK, mat
     vb = v_c * b_c[..., None]
     strict = mm("nbhid,nbhjd->nbhij", kb, k_c) * decay
     strict = jnp.where(jnp.tril(jnp.ones((C, C), bool), -1), strict, 0.0)
-    rhs = jnp.concatenate([vb, kb * jnp.exp(gc)[..., None]], axis=-1)
+    rhs = jnp.concatenate([vb, kb * exp_where(first, gc)[..., None]], axis=-1)
     inv = (unit_lower_inverse(strict) if inverse_block is None
            else blockwise_unit_lower_inverse(strict, inverse_block))
     sol = mm("nbhij,nbhjd->nbhid", inv, rhs)
     u, w = sol[..., :dv], sol[..., dv:]  # new values; decayed keys reading the old state
     attn = mm("nbhid,nbhjd->nbhij", q_c, k_c) * decay
-    q_dec = q_c * jnp.exp(gc)[..., None]
-    k_dec = k_c * jnp.exp(gc[..., -1:] - gc)[..., None]
-    chunk_decay = jnp.exp(gc[..., -1])[..., None, None]
+    q_dec = q_c * exp_where(first, gc)[..., None]
+    k_dec = k_c * exp_where(last, gc[..., -1:] - gc)[..., None]
+    chunk_decay = exp_where(None if first is None else first[..., -1], gc[..., -1])[..., None, None]
 
     def body(s, xs):
         u_i, w_i, q_i, k_i, a_i, d_i = xs

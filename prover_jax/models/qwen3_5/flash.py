@@ -1,16 +1,19 @@
 """Causal self-attention over whole right-padded rows (training, no cache), interchangeable paths.
 
-Contract of `attention(q [B, T, H, hd], k [B, T, K, hd], v [B, T, K, hd], valid [B, T])`: query i of a
-row sees key j iff j <= i and valid[b, j]; query head h reads kv head h // (H // K); logits are
-q.k * hd**-0.5 with the softmax in fp32; the output [B, T, H, hd] has q's dtype. Outputs at invalid
-query positions are finite but otherwise unspecified. Rows are right-padded in training, but any
-validity pattern is served.
+Contract of `attention(q [B, T, H, hd], k [B, T, K, hd], v [B, T, K, hd], valid [B, T],
+segment_ids_BxT=None)`: query i of a row sees key j iff j <= i and valid[b, j] (and, for packed rows,
+segment_ids[b, i] == segment_ids[b, j]: int32 ids >= 0, equal ids <=> same sequence); query head h reads
+kv head h // (H // K); logits are q.k * hd**-0.5 with the softmax in fp32; the output [B, T, H, hd] has
+q's dtype. Outputs at invalid query positions are finite but otherwise unspecified. Rows are
+right-padded in training, but any validity pattern is served. Validity and packing combine into
+ids = where(valid, segment_ids (None: 0), -1): query i sees key j iff j <= i and ids_i == ids_j at
+valid queries, and padding, an id of its own, sees itself, so no softmax row is empty.
 
 - impl="dense": the reference einsums; materialises [B, H, T, T] fp32 logits.
 - impl="splash": the Pallas TPU splash-attention kernel (flash-style blocks, its own custom VJP), never
-  holding more than a [block, block] tile of logits. Validity enters as segment ids (valid tokens 0,
-  padding 1), so every query sees at least itself and no softmax row is empty; T is padded up to a
-  multiple of the block; GQA is the kernel's (H query heads over K kv heads); batch is a vmap.
+  holding more than a [block, block] tile of logits. The ids above are the kernel's segment ids; T is
+  padded up to a multiple of the block (id -1); GQA is the kernel's (H query heads over K kv heads);
+  batch is a vmap.
   `interpret=True` runs the kernel in the Pallas interpreter (any backend; slow, for tests).
 - impl="cudnn" | "xla": `jax.nn.dot_product_attention` with that implementation (cudnn: cuDNN's fused
   flash attention on NVIDIA GPUs, bf16/fp16 only, head dim <= 256 from Hopper on, else <= 128; xla: its
@@ -18,7 +21,10 @@ validity pattern is served.
   arguments: causal (`is_causal`), GQA by the call's own grouping (head h reads kv head h // (H // K)),
   and validity as per-row key lengths (`key_value_seq_lengths` = valid.sum(-1), at least 1), so these
   two need right padding (valid a prefix of each row, as training rows are); other patterns: dense or
-  splash.
+  splash. Packed rows cannot be said with lengths: "xla" then takes a boolean [B, 1, T, T] mask
+  (ids equal; materialised, as its logits are anyway) instead of lengths; "cudnn" raises ValueError
+  (jax.nn.dot_product_attention turns a mask into a dense [B, 1, T, T] bias for cuDNN, which gives up
+  the fused kernel's memory bound): use dense, splash or xla for packed rows.
   A Mosaic kernel is not partitioned by XLA: under a sharded jit pass the `mesh`, and the kernel runs
   in a shard_map with rows over the logical "batch" axes and heads over "kv_heads" where they divide.
 """
@@ -55,8 +61,8 @@ def supported(impl: str, T: int, hd: int, block: int = 512) -> str | None:
 
 
 def attention(q_BxTxHxd: Array, k_BxTxKxd: Array, v_BxTxKxd: Array, valid_BxT: Array, *,
-              impl: str = "dense", interpret: bool = False, block: int = 512,
-              mesh: Mesh | None = None) -> Array:
+              segment_ids_BxT: Array | None = None, impl: str = "dense", interpret: bool = False,
+              block: int = 512, mesh: Mesh | None = None) -> Array:
     """Causal GQA attention -> [B, T, H, hd] in q's dtype (contract in the module doc). Splash scales
     q by hd**-0.5 in q's dtype before the kernel (exact for a power-of-two hd)."""
     B, T, H, hd = q_BxTxHxd.shape
@@ -65,26 +71,40 @@ def attention(q_BxTxHxd: Array, k_BxTxKxd: Array, v_BxTxKxd: Array, valid_BxT: A
         raise ValueError(f"{H} query heads do not group over {K} kv heads")
     k, v = k_BxTxKxd.astype(q_BxTxHxd.dtype), v_BxTxKxd.astype(q_BxTxHxd.dtype)
     if impl == "dense":
-        return _dense(q_BxTxHxd, k, v, valid_BxT)
+        return _dense(q_BxTxHxd, k, v, valid_BxT, segment_ids_BxT)
     reason = supported(impl, T, hd, block)
     if reason:
         raise ValueError(reason)
+    if impl == "cudnn" and segment_ids_BxT is not None:
+        raise ValueError("attention impl 'cudnn' cannot express packed rows (segment ids) through "
+                         "per-row key lengths; use attention 'dense', 'splash' or 'xla'")
     if impl in ("xla", "cudnn"):
-        return _dot_product(q_BxTxHxd, k, v, valid_BxT, implementation=impl)
-    run = lambda q, k, v, valid: _splash(q, k, v, valid, block=block, interpret=interpret)  # noqa: E731
+        return _dot_product(q_BxTxHxd, k, v, valid_BxT, segment_ids_BxT, implementation=impl)
+    ids = _ids(valid_BxT, segment_ids_BxT)
+    run = lambda q, k, v, ids: _splash(q, k, v, ids, block=block, interpret=interpret)  # noqa: E731
     if mesh is not None:
         # an axis dividing K divides H = K * (H // K), so each shard keeps whole GQA groups
         spec = logical_to_spec(("batch", "length", "kv_heads", None), mesh, (B, T, K, hd))
         run = jax.shard_map(run, mesh=mesh, in_specs=(spec, spec, spec, P(*spec[:2])), out_specs=spec,
                             check_vma=False)
-    return run(q_BxTxHxd, k, v, valid_BxT)
+    return run(q_BxTxHxd, k, v, ids)
 
 
-def _dense(q, k, v, valid):
+def _ids(valid, segment_ids):
+    """int32 [B, T]: the sequence id of each token, -1 at invalid ones (see the module doc)."""
+    seq = 0 if segment_ids is None else segment_ids
+    return jnp.where(valid, seq, -1).astype(jnp.int32)
+
+
+def _dense(q, k, v, valid, segment_ids=None):
     B, T, H, hd = q.shape
     K = k.shape[2]
     pos = jnp.arange(T)
-    mask = (pos[None, :] <= pos[:, None])[None] & valid[:, None, :]  # [B, T(query), T(key)]
+    if segment_ids is None:
+        mask = (pos[None, :] <= pos[:, None])[None] & valid[:, None, :]  # [B, T(query), T(key)]
+    else:
+        ids = _ids(valid, segment_ids)
+        mask = (pos[None, :] <= pos[:, None])[None] & (ids[:, :, None] == ids[:, None, :])
     qh = q.reshape(B, T, K, H // K, hd)
     logits = jnp.einsum("btkgd,bskd->bkgts", qh, k).astype(jnp.float32) * hd ** -0.5
     logits = jnp.where(mask[:, None, None], logits, jnp.finfo(jnp.float32).min)
@@ -92,9 +112,15 @@ def _dense(q, k, v, valid):
     return jnp.einsum("bkgts,bskd->btkgd", probs, v).reshape(B, T, H, hd)
 
 
-def _dot_product(q, k, v, valid, *, implementation):
+def _dot_product(q, k, v, valid, segment_ids=None, *, implementation):
     """jax.nn.dot_product_attention, causal, keys past each row's valid length masked (right padding).
-    A row with no valid token gets length 1 (its outputs are unspecified, but finite)."""
+    A row with no valid token gets length 1 (its outputs are unspecified, but finite). With segment ids
+    ("xla" only): a boolean mask of equal ids instead of lengths."""
+    if segment_ids is not None:
+        ids = _ids(valid, segment_ids)
+        mask = (ids[:, :, None] == ids[:, None, :])[:, None]  # [B, 1, T, S]
+        return jax.nn.dot_product_attention(q, k, v, mask=mask, is_causal=True,
+                                            scale=q.shape[-1] ** -0.5, implementation=implementation)
     lengths = jnp.maximum(jnp.sum(valid.astype(jnp.int32), axis=-1), 1).astype(jnp.int32)
     return jax.nn.dot_product_attention(q, k, v, is_causal=True, key_value_seq_lengths=lengths,
                                         scale=q.shape[-1] ** -0.5, implementation=implementation)
@@ -115,7 +141,7 @@ def _round_up(n: int, m: int) -> int:
     return -(-n // m) * m
 
 
-def _splash(q, k, v, valid, *, block, interpret):
+def _splash(q, k, v, ids, *, block, interpret):
     B, T, H, hd = q.shape
     b = min(block, _round_up(T, LANES))
     Tp = _round_up(T, b)
@@ -123,7 +149,7 @@ def _splash(q, k, v, valid, *, block, interpret):
     def heads_major(x):  # [B, T, N, hd] -> [B, N, Tp, hd], zero tail
         return jnp.pad(x, ((0, 0), (0, Tp - T), (0, 0), (0, 0))).transpose(0, 2, 1, 3)
 
-    seg = jnp.pad(jnp.where(valid, 0, 1).astype(jnp.int32), ((0, 0), (0, Tp - T)), constant_values=1)
+    seg = jnp.pad(ids, ((0, 0), (0, Tp - T)), constant_values=-1)
     sizes = sa.BlockSizes(block_q=b, block_kv=b, block_kv_compute=b, block_q_dkv=b, block_kv_dkv=b,
                           block_kv_dkv_compute=b, block_q_dq=b, block_kv_dq=b)
     kernel = sa.make_splash_mha(sa.MultiHeadMask([sa.CausalMask((Tp, Tp))] * H), block_sizes=sizes,

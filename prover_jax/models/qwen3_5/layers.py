@@ -14,7 +14,7 @@ import jax.numpy as jnp
 from flax import nnx
 from jax import lax
 
-from prover_jax.models.qwen3_5 import delta_rule, flash
+from prover_jax.models.qwen3_5 import delta_rule, flash, packing
 from prover_jax.models.qwen3_5.delta_rule import GDN_CHUNK  # the delta rule's chunk length (see there)
 from prover_jax.models.qwen3_5.config import Qwen3_5Config
 
@@ -111,13 +111,18 @@ class Attention(nnx.Module):
         self.cfg = cfg
 
     def __call__(self, x_BxTxD, positions_BxT, key_valid_BxS, cache: KVCache | None = None,
-                 write_pos_B: Array | None = None, impl: str = "dense", mesh=None):
+                 write_pos_B: Array | None = None, impl: str = "dense", mesh=None,
+                 segment_ids_BxT: Array | None = None):
         """Without cache, keys are this call's tokens and key_valid_BxS is [B, T]. With a cache, this
         call's keys are written at write_pos_B.. and key_valid_BxS masks the whole cache [B, S].
+        segment_ids_BxT (no cache; int32 >= 0, equal ids <=> same sequence): packed rows, a query also
+        needs its key's id (`flash` contract; impl="cudnn" refuses them).
         impl="splash" (no cache; positions 0..T-1) runs the Pallas kernel of `flash` instead of the
         dense einsum: no [B, H, T, T] scores in memory (interpreted off TPU: slow, for tests);
         impl="cudnn" | "xla" (no cache; positions 0..T-1; right padding) runs jax.nn.dot_product_attention
         with that implementation (`flash`). The output gate applies after any of them."""
+        if segment_ids_BxT is not None and cache is not None:
+            raise ValueError("segment_ids_BxT (packed rows) is for the uncached forward only")
         cfg = self.cfg
         B, T, _ = x_BxTxD.shape
         H, Hkv, hd = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
@@ -136,12 +141,14 @@ class Attention(nnx.Module):
             k_all, v_all = k, v
             key_pos = positions_BxT
         if impl in ("splash", "xla", "cudnn") and cache is None:
-            out = flash.attention(q, k_all, v_all, key_valid_BxS, impl=impl,
+            out = flash.attention(q, k_all, v_all, key_valid_BxS, segment_ids_BxT=segment_ids_BxT, impl=impl,
                                   mesh=mesh if impl == "splash" else None,
                                   interpret=_platform(mesh) != "tpu").reshape(B, T, H * hd)
             return self.o_proj(out * jax.nn.sigmoid(gate)), cache
         # causal in absolute positions, and only valid keys.
         mask = (key_pos[:, None, :] <= positions_BxT[:, :, None]) & key_valid_BxS[:, None, :]
+        if segment_ids_BxT is not None:
+            mask = mask & (segment_ids_BxT[:, :, None] == segment_ids_BxT[:, None, :])
         if cache is not None and T == 1 and Hkv <= _ONE_QUERY_MAX_KV_HEADS:
             out = _one_query_attention(q[:, 0], k_all, v_all, mask[:, 0])[:, None]
         else:
@@ -225,9 +232,14 @@ class GatedDeltaNet(nnx.Module):
 
     def __call__(self, x_BxTxD, valid_BxT, cache: GDNCache | None = None, valid_len_B=None,
                  chunk_size: int = GDN_CHUNK, matmul_dtype: str | None = None,
-                 inverse_block: int | None = None):
+                 inverse_block: int | None = None, segment_ids_BxT: Array | None = None):
         """valid_BxT: which positions are real tokens. Padding leaves the state untouched (beta = g = 0)
-        and, without a cache, is zeroed at the input as in the reference implementation."""
+        and, without a cache, is zeroed at the input as in the reference implementation.
+        segment_ids_BxT (no cache; int32, equal ids <=> same sequence, e.g. `packing.sequence_index`):
+        the conv reads zeros in place of inputs from another sequence (conv tap s of token t needs
+        id_{t-s} = id_t), and the delta-rule state restarts from zero where the id changes."""
+        if segment_ids_BxT is not None and cache is not None:
+            raise ValueError("segment_ids_BxT (packed rows) is for the uncached forward only")
         cfg = self.cfg
         B, T, _ = x_BxTxD.shape
         Hk, Hv, dk, dv = (cfg.linear_num_key_heads, cfg.linear_num_value_heads, cfg.linear_key_head_dim,
@@ -239,7 +251,14 @@ class GatedDeltaNet(nnx.Module):
                 else cache.conv.astype(qkv.dtype))
         padded = jnp.concatenate([prev, qkv], axis=1)  # [B, K-1+T, C]
         w = self.conv_weight[...].astype(self.dtype)  # [C, K]
-        conv = sum(padded[:, k:k + T] * w[:, k] for k in range(K))
+        seg = segment_ids_BxT
+        ids = None if seg is None else jnp.pad(seg, ((0, 0), (K - 1, 0)), constant_values=-1)
+
+        def tap(k):  # the inputs at t - (K - 1 - k), zero where from another sequence
+            cols = padded[:, k:k + T]
+            return cols if ids is None else jnp.where((ids[:, k:k + T] == seg)[..., None], cols, 0)
+
+        conv = sum(tap(k) * w[:, k] for k in range(K))
         conv = jax.nn.silu(conv)
         kd = cfg.linear_key_dim
         # q and k heads side by side: one l2norm over [B, T, 2 Hk, dk] instead of two.
@@ -262,9 +281,10 @@ class GatedDeltaNet(nnx.Module):
             o, state = delta_rule.step(q[:, 0], k[:, 0], v[:, 0], g[:, 0], beta[:, 0], state)
             o = o[:, None]
         else:
+            reset = None if segment_ids_BxT is None else packing.sequence_starts(segment_ids_BxT)
             o, state = delta_rule.chunked(q, k, v, g, beta, state, chunk_size=chunk_size,
                                           matmul_dtype=matmul_dtype and jnp.dtype(matmul_dtype),
-                                          inverse_block=inverse_block)
+                                          inverse_block=inverse_block, reset_BxT=reset)
         new_cache = None
         if cache is not None:
             # last K-1 valid pre-conv columns: padded rows [len, len + K - 1).

@@ -4,10 +4,15 @@
     logits = lm_head(norm(h))   (lm_head = embed^T when tied), fp32
 
 Two call modes:
-    model(tokens_BxT, mask_BxT=None, positions_BxT=None) -> logits [B, T, V]
+    model(tokens_BxT, mask_BxT=None, positions_BxT=None, segment_ids_BxT=None) -> logits [B, T, V]
     model(tokens_BxT, cache=cache, valid_len_B=None) -> (logits, cache)
 The cached mode appends the first valid_len_B[b] tokens of row b (right padding ignored) at position
 cache.pos[b]; prefill of T tokens followed by N one-token steps equals one forward over T + N tokens.
+Packed rows (uncached): segment_ids_BxT (int32, >= 1 at real tokens, 0 at padding, each maximal run of
+equal ids one sequence; see `packing`) makes every sequence of a row see only itself: attention within
+its run, the Gated DeltaNet conv and state restarted at its start; positions_BxT defaults to positions
+restarting at 0 in each sequence. Each sequence's outputs then equal running it alone. Attention "cudnn"
+refuses packed rows (see `flash`): use dense, splash or xla.
 
 How the uncached forward runs (training, scoring) is set by `model.runtime` (a `Runtime`, part of the
 graph, so a jitted step sees it as static): `scan_layers` runs ONE traced copy of the repeating block
@@ -30,6 +35,7 @@ import jax.numpy as jnp
 from flax import nnx
 from jax.sharding import Mesh
 
+from prover_jax.models.qwen3_5 import packing
 from prover_jax.models.qwen3_5.config import FULL, Qwen3_5Config
 from prover_jax.models.qwen3_5.delta_rule import GDN_CHUNK
 from prover_jax.models.qwen3_5.layers import (MLP, Attention, GatedDeltaNet, GDNCache, KVCache, RMSNorm,
@@ -168,15 +174,16 @@ class DecoderLayer(nnx.Module):
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, param_dtype=param_dtype)
 
     def __call__(self, h, *, positions, valid, key_valid, cache, write_pos, valid_len,
-                 runtime: Runtime = Runtime(), mesh=None):
+                 runtime: Runtime = Runtime(), mesh=None, segments=None):
         x = self.input_layernorm(h)
         if self.kind == FULL:
             y, cache = self.self_attn(x, positions, key_valid, cache, write_pos,
-                                      impl=runtime.attention if cache is None else "dense", mesh=mesh)
+                                      impl=runtime.attention if cache is None else "dense", mesh=mesh,
+                                      segment_ids_BxT=segments)
         else:
             y, cache = self.linear_attn(x, valid, cache, valid_len, chunk_size=runtime.gdn_chunk,
                                         matmul_dtype=runtime.gdn_matmul_dtype,
-                                        inverse_block=runtime.gdn_inverse_block)
+                                        inverse_block=runtime.gdn_inverse_block, segment_ids_BxT=segments)
         h = h + y
         h = h + self.mlp(self.post_attention_layernorm(h))
         return h, cache
@@ -220,11 +227,15 @@ class Qwen3_5(nnx.Module):
         return cache.pos
 
     def hidden(self, tokens_BxT, *, mask_BxT=None, positions_BxT=None, cache: Cache | None = None,
-               valid_len_B=None):
-        """Final-norm hidden states [B, T, D] (and the new cache in cached mode)."""
+               valid_len_B=None, segment_ids_BxT=None):
+        """Final-norm hidden states [B, T, D] (and the new cache in cached mode). segment_ids_BxT:
+        packed rows (module doc); id 0 is invalid, as mask_BxT = 0 is."""
         B, T = tokens_BxT.shape
         steps = jnp.arange(T, dtype=jnp.int32)[None, :]
+        segments = None
         if cache is not None:
+            if segment_ids_BxT is not None:
+                raise ValueError("segment_ids_BxT (packed rows) is for the uncached forward only")
             valid_len_B = (jnp.full((B,), T, jnp.int32) if valid_len_B is None
                            else jnp.asarray(valid_len_B, jnp.int32))
             positions = cache.pos[:, None] + steps
@@ -235,11 +246,17 @@ class Qwen3_5(nnx.Module):
         else:
             valid = jnp.ones((B, T), bool) if mask_BxT is None else mask_BxT.astype(bool)
             positions = jnp.broadcast_to(steps, (B, T)) if positions_BxT is None else positions_BxT
+            if segment_ids_BxT is not None:
+                seg = jnp.asarray(segment_ids_BxT, jnp.int32)
+                valid = valid & (seg > 0)
+                segments = packing.sequence_index(seg)
+                if positions_BxT is None:
+                    positions = packing.sequence_positions(seg)
             key_valid, write_pos = valid, None
         h = self.embed_tokens[...].astype(self.dtype)[tokens_BxT]
         h = constrain(h, ACT, self.mesh)
         if cache is None:
-            return self.norm(self._uncached_layers(h, positions, valid))
+            return self.norm(self._uncached_layers(h, positions, valid, segments))
         new_layers = []
         for i, layer in enumerate(self.layers):
             h, c = layer(h, positions=positions, valid=valid, key_valid=key_valid, cache=cache.layers[i],
@@ -248,7 +265,7 @@ class Qwen3_5(nnx.Module):
             new_layers.append(c)
         return self.norm(h), Cache(layers=tuple(new_layers), pos=cache.pos + valid_len_B)
 
-    def _uncached_layers(self, h, positions, valid):
+    def _uncached_layers(self, h, positions, valid, segments=None):
         """All layers without a cache, per `self.runtime`: unrolled, or one block under lax.scan over
         the blocks' stacked weights (matrices stacked in the compute dtype they are used in); each
         block (each layer when unrolled) rematerialised per `runtime.remat`."""
@@ -262,7 +279,7 @@ class Qwen3_5(nnx.Module):
                 for gd, st in zip(graphdefs, states):
                     h, _ = nnx.merge(gd, st)(h, positions=positions, valid=valid, key_valid=valid,
                                             cache=None, write_pos=None, valid_len=None, runtime=rt,
-                                            mesh=self.mesh)
+                                            mesh=self.mesh, segments=segments)
                     h = constrain(h, ACT, self.mesh)
                 return h
             return _remat(run, rt.remat)
@@ -288,9 +305,9 @@ class Qwen3_5(nnx.Module):
         return constrain(out, ("batch", "length", "act_vocab"), self.mesh)
 
     def __call__(self, tokens_BxT, *, mask_BxT=None, positions_BxT=None, cache: Cache | None = None,
-                 valid_len_B=None):
+                 valid_len_B=None, segment_ids_BxT=None):
         out = self.hidden(tokens_BxT, mask_BxT=mask_BxT, positions_BxT=positions_BxT, cache=cache,
-                          valid_len_B=valid_len_B)
+                          valid_len_B=valid_len_B, segment_ids_BxT=segment_ids_BxT)
         if cache is None:
             return self.logits(out)
         h, cache = out
