@@ -109,9 +109,13 @@ def default_config() -> ml_collections.ConfigDict:
     c.optim.learning_rate = 3e-4
     c.optim.b1 = 0.9  # Adam first-moment decay (adamw | adam)
     c.optim.b2 = 0.999  # Adam second-moment decay (adamw | adam)
+    c.optim.eps = 1e-8  # Adam's epsilon: update = m / (sqrt(v) + eps) (adamw | adam)
     c.optim.weight_decay = 0.0  # adamw's decoupled weight decay (not on norms and biases)
     c.optim.grad_clip = 1.0  # global-norm clip; 0 = off
     c.optim.warmup_steps = 0  # linear learning-rate warmup over this many updates; 0 = none
+    c.optim.decay_steps = 0  # > 0: after warmup the rate decays over this many updates; 0 = constant
+    c.optim.decay = "cosine"  # cosine | linear (with decay_steps > 0)
+    c.optim.end_lr_frac = 0.0  # the decayed rate ends at end_lr_frac * learning_rate
 
     # Training loop.
     c.train = ml_collections.ConfigDict()

@@ -46,11 +46,38 @@ def abstract_batch(mesh, M: int, mb: int, L: int, kl: bool = False, prox: bool =
     return {k: jax.ShapeDtypeStruct((M, mb, L), BATCH_DTYPES[k], sharding=sh) for k in keys}
 
 
-def _warmup(lr: float, warmup_steps: int):
-    """lr_t = lr min(1, (t + 1) / warmup_steps): the first update already moves (lr / warmup)."""
-    if warmup_steps <= 0:
+DECAYS = ("cosine", "linear")
+
+
+def _schedule(cfg):
+    """`cfg.optim`'s learning rate at update t (0-based): linear warmup, then an optional decay,
+
+        lr_t = lr min(1, (t + 1) / warmup_steps) d(s),   s = clip((t - warmup_steps) / decay_steps, 0, 1)
+        d(s) = f + (1 - f) (1 + cos(pi s)) / 2   (cosine)  |  f + (1 - f) (1 - s)   (linear),   f = end_lr_frac
+
+    The first update already moves (lr / warmup_steps); decay_steps = 0 keeps the rate constant after
+    warmup. A plain float when neither is on.
+    """
+    lr, warm, steps, f = cfg.learning_rate, cfg.warmup_steps, cfg.decay_steps, cfg.end_lr_frac
+    if steps > 0 and cfg.decay not in DECAYS:
+        raise ValueError(f"optim.decay: unknown decay {cfg.decay!r}; expected one of {', '.join(DECAYS)}")
+    if steps < 0 or warm < 0:
+        raise ValueError(f"optim.decay_steps ({steps}) and optim.warmup_steps ({warm}) must be >= 0")
+    if not 0.0 <= f <= 1.0:
+        raise ValueError(f"optim.end_lr_frac must lie in [0, 1], got {f}")
+    if warm <= 0 and steps <= 0:
         return lr
-    return lambda count: lr * jnp.minimum(1.0, (count + 1.0) / warmup_steps)
+
+    def rate(count):
+        t = jnp.asarray(count, jnp.float32)
+        up = jnp.minimum(1.0, (t + 1.0) / warm) if warm > 0 else 1.0
+        if steps <= 0:
+            return lr * up
+        s = jnp.clip((t - warm) / steps, 0.0, 1.0)
+        shape = (1.0 + jnp.cos(jnp.pi * s)) / 2.0 if cfg.decay == "cosine" else 1.0 - s
+        return lr * up * (f + (1.0 - f) * shape)
+
+    return rate
 
 
 def _decay_mask(params):
@@ -59,16 +86,19 @@ def _decay_mask(params):
 
 
 OPTIMIZERS: Registry = Registry("optimizer", field="optim.name")
-OPTIMIZERS.add("adamw", lambda lr, c: optax.adamw(lr, b1=c.b1, b2=c.b2, weight_decay=c.weight_decay, mask=_decay_mask))
-OPTIMIZERS.add("adam", lambda lr, c: optax.adam(lr, b1=c.b1, b2=c.b2))
+OPTIMIZERS.add("adamw", lambda lr, c: optax.adamw(lr, b1=c.b1, b2=c.b2, eps=c.eps, weight_decay=c.weight_decay,
+                                                   mask=_decay_mask))
+OPTIMIZERS.add("adam", lambda lr, c: optax.adam(lr, b1=c.b1, b2=c.b2, eps=c.eps))
 OPTIMIZERS.add("sgd", lambda lr, c: optax.sgd(lr))
 
 
 def make_optimizer(cfg) -> optax.GradientTransformation:
     """`cfg.optim` -> chain(global-norm clip if grad_clip > 0, adamw | adam | sgd).
 
-    The learning rate (with linear warmup over `warmup_steps`) is an injected hyperparameter:
-    `opt_state.hyperparams["learning_rate"]` holds the rate used by the latest update.
+    The learning rate is an injected hyperparameter: `opt_state.hyperparams["learning_rate"]` holds the
+    rate used by the latest update. `_schedule` (warmup, then optional decay) sets it from
+    `opt_state.count` before each update, outside `optax.inject_hyperparams`, so the state has the same
+    structure whatever the schedule: a checkpoint of any schedule restores under any other.
     """
     factory = OPTIMIZERS.get(cfg.name)
 
@@ -78,13 +108,23 @@ def make_optimizer(cfg) -> optax.GradientTransformation:
         return optax.chain(*clip, opt)
 
     build(cfg.learning_rate)  # fail on a bad name now, not at the first step
-    return optax.inject_hyperparams(build)(learning_rate=_warmup(cfg.learning_rate, cfg.warmup_steps))
+    inner = optax.inject_hyperparams(build)(learning_rate=cfg.learning_rate)
+    rate = _schedule(cfg)
+    if not callable(rate):
+        return inner
+
+    def update(grads, state, params=None):
+        lr = state.hyperparams["learning_rate"]
+        state = state._replace(hyperparams={**state.hyperparams, "learning_rate": rate(state.count).astype(lr.dtype)})
+        return inner.update(grads, state, params)
+
+    return optax.GradientTransformation(inner.init, update)
 
 
 def configured_learning_rate(cfg, updates: int) -> float:
     """The rate `cfg.optim`'s schedule applies at the update after `updates` completed ones (what
     `opt_state.hyperparams["learning_rate"]` should hold once they are done)."""
-    rate = _warmup(cfg.learning_rate, cfg.warmup_steps)
+    rate = _schedule(cfg)
     return float(rate(max(updates - 1, 0))) if callable(rate) else float(rate)
 
 

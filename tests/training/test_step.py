@@ -160,6 +160,23 @@ def test_optimizer_warmup_and_decay_mask():
         make_optimizer(optim_cfg(name="lion"))
 
 
+def test_optimizer_decay_applies_its_rate_and_keeps_the_state_structure():
+    """Cosine decay after a warmup: each update applies the schedule's rate; the optimizer state has
+    the same structure under every schedule (a constant-rate checkpoint restores under a decaying one)."""
+    params = {"w": jnp.ones((2, 2))}
+    cfg = optim_cfg(name="sgd", learning_rate=1.0, warmup_steps=2, decay_steps=4, end_lr_frac=0.5, grad_clip=0.0)
+    opt = make_optimizer(cfg)
+    state = opt.init(params)
+    assert jax.tree.structure(state) == jax.tree.structure(make_optimizer(optim_cfg(name="sgd", grad_clip=0.0)).init(params))
+    moves = []
+    for _ in range(7):
+        updates, state = opt.update({"w": jnp.ones((2, 2))}, state, params)  # sgd: update = -rate * grad
+        moves.append(-float(updates["w"][0, 0]))
+    cos = [0.5 + 0.5 * (1 + np.cos(np.pi * s / 4)) / 2 for s in range(5)]
+    np.testing.assert_allclose(moves, [0.5, 1.0] + cos, rtol=1e-6)
+    assert float(state.hyperparams["learning_rate"]) == pytest.approx(0.5)
+
+
 def test_precompiled_lengths_run_without_compiling(sgd_runs):
     """train_step.precompile compiles each length bucket ahead; steps of those shapes then run the
     executable (the jit cache stays empty) and give the jitted step's result."""

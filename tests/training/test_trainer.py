@@ -257,11 +257,22 @@ def test_resume_trains_at_the_configured_learning_rate(tmp_path, caplog):
             t.close()
 
 
-def test_configured_learning_rate_follows_the_warmup():
+def test_configured_learning_rate_follows_the_warmup_and_the_decay():
+    from prover_jax.training.config import default_config
     from prover_jax.training.step import configured_learning_rate
-    from ml_collections import ConfigDict
-    cfg = ConfigDict(dict(learning_rate=0.1, warmup_steps=4))
+    cfg = default_config().optim
+    cfg.update(learning_rate=0.1, warmup_steps=4)
     assert [configured_learning_rate(cfg, n) for n in (0, 1, 2, 4, 9)] == pytest.approx([0.025, 0.025, 0.05, 0.1, 0.1])
+    # cosine over 10 updates after the warmup, to 0.2 lr: update t applies 0.1 (.2 + .8 (1 + cos(pi (t - 4) / 10)) / 2)
+    cfg.update(decay_steps=10, decay="cosine", end_lr_frac=0.2)
+    want = [0.1 * (0.2 + 0.8 * (1 + np.cos(np.pi * min(max(t - 4, 0), 10) / 10)) / 2) * min(1, (t + 1) / 4)
+            for t in (0, 3, 4, 9, 14, 30)]
+    assert [configured_learning_rate(cfg, n + 1) for n in (0, 3, 4, 9, 14, 30)] == pytest.approx(want, rel=1e-6)
+    cfg.update(warmup_steps=0, decay="linear", end_lr_frac=0.0)
+    assert [configured_learning_rate(cfg, n + 1) for n in (0, 5, 10, 12)] == pytest.approx([0.1, 0.05, 0.0, 0.0])
+    cfg.update(decay="step")
+    with pytest.raises(ValueError, match="optim.decay"):
+        configured_learning_rate(cfg, 1)
 
 
 @pytest.mark.parametrize("field,value", [("temperature", 0.7), ("top_p", 0.9), ("top_k", 20)])
