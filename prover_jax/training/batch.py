@@ -3,12 +3,17 @@
     batch = pack(trajs, advantages, micro_batch_size=8)
     batch["tokens"]        [M, mb, L] int32   the whole conversation of each trajectory
     batch["valid"]         [M, mb, L] bool    real tokens
-    batch["loss_mask"]     [M, mb, L] bool    policy tokens (trained); never position 0
+    batch["loss_mask"]     [M, mb, L] bool    policy tokens (trained); never a trajectory's first token
     batch["advantages"]    [M, mb, L] f32     per-token advantage (credit method's output)
     batch["old_logprobs"]  [M, mb, L] f32     log-prob of each token under the sampling policy
+    batch["segment_ids"]   [M, mb, L] int32   packed rows only: 1, 2, ... per trajectory of a row, 0 at padding
 
-L is rounded up to a multiple of `length_multiple` and the rows to a multiple of micro_batch_size
-(padding rows are all-invalid), so few shapes compile. Token t is predicted from position t - 1.
+One trajectory per row by default: L is rounded up to a multiple of `length_multiple` and the rows to
+a multiple of micro_batch_size (padding rows are all-invalid), so few shapes compile. Packed
+(`max_tokens_per_row` > 0): trajectories are placed first-fit by decreasing length into rows of
+exactly that many positions (`first_fit`), told apart by `segment_ids`; the model restarts attention,
+the delta-rule state and positions at each trajectory (`qwen3_5.packing`), so every trajectory's
+log-probs are those it has alone. Token t is predicted from position t - 1.
 """
 
 from __future__ import annotations
@@ -28,29 +33,61 @@ def padded_length(longest: int, length_multiple: int = 128, max_length: int | No
     return L if max_length is None else min(L, max_length)
 
 
+def first_fit(lengths: Sequence[int], capacity: int) -> list[list[int]]:
+    """Rows of trajectory indices: first-fit by decreasing length into rows of `capacity` tokens
+    (each row's lengths sum to <= capacity; ties keep the input order)."""
+    if lengths and max(lengths) > capacity:
+        raise ValueError(f"a trajectory of {max(lengths)} tokens exceeds train.max_tokens_per_row = {capacity}")
+    rows: list[list[int]] = []
+    free: list[int] = []
+    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        j = next((j for j, f in enumerate(free) if f >= lengths[i]), None)
+        if j is None:
+            rows.append([])
+            free.append(capacity)
+            j = len(rows) - 1
+        rows[j].append(i)
+        free[j] -= lengths[i]
+    return rows
+
+
 def pack(trajs: Sequence[Trajectory], advantages: Sequence[np.ndarray], micro_batch_size: int,
          length_multiple: int = 128, max_length: int | None = None,
-         length: int | None = None) -> dict[str, np.ndarray]:
-    """`length` fixes L (e.g. agreed over processes); else L = padded_length(longest, ...)."""
+         length: int | None = None, max_tokens_per_row: int = 0, num_rows: int = 0) -> dict[str, np.ndarray]:
+    """`length` fixes L (e.g. agreed over processes); else L = padded_length(longest, ...).
+    max_tokens_per_row > 0: packed rows of L = max_tokens_per_row, at least `num_rows` of them."""
     if len(trajs) != len(advantages) or not trajs:
         raise ValueError("pack: one advantage array per trajectory, at least one trajectory")
-    longest = max(len(t.tokens) for t in trajs)
-    if length is not None and longest > length:
-        raise ValueError(f"a trajectory of {longest} tokens exceeds the batch length {length}")
-    L = length if length is not None else padded_length(longest, length_multiple, max_length)
+    lengths = [len(t.tokens) for t in trajs]
+    if max_tokens_per_row > 0:
+        L = max_tokens_per_row
+        rows = first_fit(lengths, L)
+    else:
+        if length is not None and max(lengths) > length:
+            raise ValueError(f"a trajectory of {max(lengths)} tokens exceeds the batch length {length}")
+        L = length if length is not None else padded_length(max(lengths), length_multiple, max_length)
+        rows = [[i] for i in range(len(trajs))]
     mb = micro_batch_size
-    B = -(-len(trajs) // mb) * mb
+    B = -(-max(len(rows), num_rows) // mb) * mb
     out = dict(tokens=np.zeros((B, L), np.int32), valid=np.zeros((B, L), bool),
                loss_mask=np.zeros((B, L), bool), advantages=np.zeros((B, L), np.float32),
                old_logprobs=np.zeros((B, L), np.float32))
-    for i, (t, adv) in enumerate(zip(trajs, advantages)):
-        n = len(t.tokens)
-        if len(adv) != n:
-            raise ValueError(f"trajectory {i}: {len(adv)} advantages for {n} tokens")
-        out["tokens"][i, :n] = t.tokens
-        out["valid"][i, :n] = True
-        out["loss_mask"][i, :n] = t.policy_mask
-        out["loss_mask"][i, 0] = False
-        out["advantages"][i, :n] = adv
-        out["old_logprobs"][i, :n] = t.logprobs
+    if max_tokens_per_row > 0:
+        out["segment_ids"] = np.zeros((B, L), np.int32)
+    for r, members in enumerate(rows):
+        at = 0
+        for s, i in enumerate(members):
+            t, adv, n = trajs[i], advantages[i], lengths[i]
+            if len(adv) != n:
+                raise ValueError(f"trajectory {i}: {len(adv)} advantages for {n} tokens")
+            span = slice(at, at + n)
+            out["tokens"][r, span] = t.tokens
+            out["valid"][r, span] = True
+            out["loss_mask"][r, span] = t.policy_mask
+            out["loss_mask"][r, at] = False
+            out["advantages"][r, span] = adv
+            out["old_logprobs"][r, span] = t.logprobs
+            if "segment_ids" in out:
+                out["segment_ids"][r, span] = s + 1
+            at += n
     return {k: v.reshape(B // mb, mb, L) for k, v in out.items()}

@@ -122,6 +122,9 @@ def default_config() -> ml_collections.ConfigDict:
     c.train.steps = 100  # optimizer steps (RL)
     c.train.micro_batch_size = 8  # sequences per gradient-accumulation micro-batch
     c.train.length_multiple = 128  # batch length padded to a multiple of this: fewer shapes to compile
+    # > 0: packed rows of this many tokens, episodes placed first-fit by decreasing length (segment ids
+    # keep each episode's forward its own); >= rollout.max_target_length. 0: one episode per row
+    c.train.max_tokens_per_row = 0
     c.train.logprob_chunk = 0  # >0: log-probs computed in chunks of this many positions (large vocab)
     c.train.precompile = False  # compile the update for every batch-length bucket before the 1st step
     c.train.remat = "none"  # activations recomputed in the backward pass, per layer block: none | full | dots

@@ -4,7 +4,8 @@ Token alignment (the trainer's batch contract): logp[:, t] = log_softmax(logits[
 logp[:, 0] = 0; `loss_mask[:, t]` marks the policy tokens (sampled by the policy), never position 0.
 
 Aggregation `agg(x)` of a per-token quantity x over the policy tokens m (N = sum m, n_i = sum_t m_it,
-S = #sequences with n_i > 0, T = horizon, default the padded length L):
+S = #sequences with n_i > 0, T = horizon, default the padded length L). A sequence is a row, or in a
+packed row (`segment_ids`) one of its trajectories:
     token-mean               sum_it m x / N
     seq-mean-token-mean      (1/S) sum_{i: n_i>0} (sum_t m_it x_it / n_i)
     seq-mean-token-sum-norm  sum_it m x / (S T)   (Dr.GRPO: per-sequence sums over a constant horizon)
@@ -37,17 +38,26 @@ def _chunk_logprobs(model, h_BxTxD, targets_BxT, with_entropy: bool = True):
     return logp, entropy
 
 
-def token_logprobs(model, tokens_BxL, valid_BxL, chunk: int | None = None, with_entropy: bool = True):
+def _hidden(model, tokens_BxL, valid_BxL, segment_ids_BxL=None):
+    if segment_ids_BxL is None:  # unpacked rows: the model's call without packing (bit-identical to before)
+        return model.hidden(tokens_BxL, mask_BxT=valid_BxL)
+    return model.hidden(tokens_BxL, mask_BxT=valid_BxL, segment_ids_BxT=segment_ids_BxL)
+
+
+def token_logprobs(model, tokens_BxL, valid_BxL, chunk: int | None = None, with_entropy: bool = True,
+                   segment_ids_BxL=None):
     """(logp [B, L], entropy [B, L]) in fp32 under `model`.
 
     logp[:, t] = log_softmax(W h[:, t-1])[tokens[:, t]] and entropy[:, t] = H(softmax(W h[:, t-1])),
-    with h = model.hidden(tokens, mask_BxT=valid); both are 0 at t = 0 and wherever valid[:, t] is
-    False. With `chunk`, the vocab projection runs over sequence chunks of that many positions under
-    `jax.checkpoint` (logits recomputed in the backward pass), so at most a [B, chunk, V] block of
-    logits exists at any time instead of [B, L, V]. Without `with_entropy` the entropy is zeros.
+    with h = model.hidden(tokens, mask_BxT=valid, segment_ids_BxT=segment_ids); both are 0 at t = 0
+    and wherever valid[:, t] is False (at a packed trajectory's first token they are the previous
+    trajectory's prediction: never a policy token). With `chunk`, the vocab projection runs over
+    sequence chunks of that many positions under `jax.checkpoint` (logits recomputed in the backward
+    pass), so at most a [B, chunk, V] block of logits exists at any time instead of [B, L, V]. Without
+    `with_entropy` the entropy is zeros.
     """
     B, L = tokens_BxL.shape
-    h_BxLxD = model.hidden(tokens_BxL, mask_BxT=valid_BxL)
+    h_BxLxD = _hidden(model, tokens_BxL, valid_BxL, segment_ids_BxL)
     h_pred, targets = h_BxLxD[:, :-1], tokens_BxL[:, 1:]
     n = L - 1
     if chunk is None or chunk >= n:
@@ -88,45 +98,65 @@ AGGREGATIONS: Registry = Registry("loss aggregation", field="loss.aggregation")
 
 
 @AGGREGATIONS.register("token-mean")
-def _token_mean(x_BxL, per_seq_B, num_tokens, num_seqs, horizon):
+def _token_mean(x_BxL, seq_sum, n_S, num_tokens, num_seqs, horizon):
     """sum(x) / N"""
     return jnp.sum(x_BxL) / jnp.maximum(num_tokens, 1)
 
 
 @AGGREGATIONS.register("seq-mean-token-mean")
-def _seq_mean_token_mean(x_BxL, per_seq_B, num_tokens, num_seqs, horizon):
+def _seq_mean_token_mean(x_BxL, seq_sum, n_S, num_tokens, num_seqs, horizon):
     """(1/S) sum_i (sum_t x_it / n_i)"""
-    return jnp.sum(jnp.sum(x_BxL, axis=-1) / jnp.maximum(per_seq_B, 1)) / jnp.maximum(num_seqs, 1)
+    return jnp.sum(seq_sum(x_BxL) / jnp.maximum(n_S, 1)) / jnp.maximum(num_seqs, 1)
 
 
 @AGGREGATIONS.register("seq-mean-token-sum-norm")
-def _seq_mean_token_sum_norm(x_BxL, per_seq_B, num_tokens, num_seqs, horizon):
+def _seq_mean_token_sum_norm(x_BxL, seq_sum, n_S, num_tokens, num_seqs, horizon):
     """sum(x) / (S * H)"""
     return jnp.sum(x_BxL) / (jnp.maximum(num_seqs, 1) * horizon)
 
 
-def aggregate(x_BxL, mask_BxL, aggregation: str, *, num_tokens=None, num_seqs=None, horizon=None):
+def sequence_sums(segment_ids_BxL=None):
+    """x [B, L] -> per-sequence sums [S_max]: over each row ([B]), or with `segment_ids` (packed rows)
+    over each run of equal ids ([B * L], one slot per possible run, unused slots 0)."""
+    if segment_ids_BxL is None:
+        return lambda x_BxL: jnp.sum(x_BxL, axis=-1)
+    B, L = segment_ids_BxL.shape
+    starts = jnp.pad(segment_ids_BxL[:, 1:] != segment_ids_BxL[:, :-1], ((0, 0), (1, 0)), constant_values=True)
+    ids = (jnp.arange(B)[:, None] * L + jnp.cumsum(starts, axis=1) - 1).reshape(-1)
+    return lambda x_BxL: jax.ops.segment_sum(x_BxL.reshape(-1), ids, num_segments=B * L)
+
+
+def count_sequences(mask_BxL, segment_ids_BxL=None):
+    """S: the sequences (rows, or with `segment_ids` runs of equal ids) with at least one policy token."""
+    return jnp.sum(sequence_sums(segment_ids_BxL)(mask_BxL.astype(jnp.int32)) > 0)
+
+
+def aggregate(x_BxL, mask_BxL, aggregation: str, *, num_tokens=None, num_seqs=None, horizon=None,
+              segment_ids_BxL=None):
     """agg(x) over the tokens of `mask` (see the module docstring); masked-out values never matter.
 
     num_tokens / num_seqs default to this batch's N and S; horizon defaults to L. Empty denominators
-    count as 1 (a batch without policy tokens aggregates to 0).
+    count as 1 (a batch without policy tokens aggregates to 0). With `segment_ids` (packed rows) the
+    sequences are the runs of equal ids.
     """
     fn = AGGREGATIONS.get(aggregation)
     m = mask_BxL.astype(bool)
     x = jnp.where(m, x_BxL, 0.0)
-    per_seq = jnp.sum(m, axis=-1)
+    seq_sum = sequence_sums(segment_ids_BxL)
+    n_S = seq_sum(m.astype(jnp.int32))
     if num_tokens is None:
-        num_tokens = jnp.sum(per_seq)
+        num_tokens = jnp.sum(n_S)
     if num_seqs is None:
-        num_seqs = jnp.sum(per_seq > 0)
+        num_seqs = jnp.sum(n_S > 0)
     horizon = x_BxL.shape[-1] if horizon is None else horizon
-    return fn(x, per_seq, num_tokens, num_seqs, horizon)
+    return fn(x, seq_sum, n_S, num_tokens, num_seqs, horizon)
 
 
 def grpo_loss(logprobs, old_logprobs, advantages, loss_mask, *, eps_low: float, eps_high: float,
               dual_clip: float = 0.0, aggregation: str = "token-mean", kl_coef: float = 0.0,
               ref_logprobs=None, entropy=None, entropy_coef: float = 0.0, num_tokens=None,
-              num_seqs=None, horizon=None, behavior_logprobs=None, tis_cap: float = 0.0):
+              num_seqs=None, horizon=None, behavior_logprobs=None, tis_cap: float = 0.0,
+              segment_ids=None):
     """Clipped-ratio GRPO loss with per-token advantages; returns (loss, metrics).
 
     Per policy token (all inputs [B, L]):
@@ -146,6 +176,7 @@ gradient); metric tis_weight_mean.
     ratio clip / dual clip is the active branch), ratio_mean, approx_kl = mean 0.5 (logp - logp_old)^2
     (token means over N), num_tokens (this batch's policy tokens). With `num_tokens`/`num_seqs` given
     as totals over a larger batch, every metric except num_tokens is a partial sum of that batch's.
+    `segment_ids` (packed rows): the sequences of the aggregation are its runs of equal ids.
     """
     AGGREGATIONS.get(aggregation)  # ValueError naming loss.aggregation and the known names
     if kl_coef and ref_logprobs is None:
@@ -154,15 +185,15 @@ gradient); metric tis_weight_mean.
         raise ValueError("entropy_coef != 0 needs entropy")
     m = loss_mask.astype(bool)
     mf = m.astype(jnp.float32)
-    per_seq = jnp.sum(mf, axis=-1)
-    n_tok = jnp.sum(per_seq) if num_tokens is None else num_tokens
-    n_seq = jnp.sum(per_seq > 0) if num_seqs is None else num_seqs
+    n_tok = jnp.sum(mf) if num_tokens is None else num_tokens
+    n_seq = count_sequences(m, segment_ids) if num_seqs is None else num_seqs
 
     def masked(x):
         return jnp.where(m, x, 0.0).astype(jnp.float32)
 
     def agg(x):
-        return aggregate(x, m, aggregation, num_tokens=n_tok, num_seqs=n_seq, horizon=horizon)
+        return aggregate(x, m, aggregation, num_tokens=n_tok, num_seqs=n_seq, horizon=horizon,
+                         segment_ids_BxL=segment_ids)
 
     def token_mean(x):
         return jnp.sum(masked(x)) / jnp.maximum(n_tok, 1)

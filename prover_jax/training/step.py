@@ -22,7 +22,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from prover_jax.registry import Registry
 from prover_jax.sharding import named_sharding
-from prover_jax.training.loss import AGGREGATIONS, grpo_loss, token_logprobs
+from prover_jax.training.loss import AGGREGATIONS, count_sequences, grpo_loss, token_logprobs
 
 BATCH_KEYS = ("tokens", "valid", "loss_mask", "advantages", "old_logprobs")
 
@@ -35,14 +35,17 @@ class TrainState:
 
 
 BATCH_DTYPES = dict(tokens=jnp.int32, valid=jnp.bool_, loss_mask=jnp.bool_, advantages=jnp.float32,
-                    old_logprobs=jnp.float32, ref_logprobs=jnp.float32, prox_logprobs=jnp.float32)
+                    old_logprobs=jnp.float32, ref_logprobs=jnp.float32, prox_logprobs=jnp.float32,
+                    segment_ids=jnp.int32)
 
 
-def abstract_batch(mesh, M: int, mb: int, L: int, kl: bool = False, prox: bool = False) -> dict:
+def abstract_batch(mesh, M: int, mb: int, L: int, kl: bool = False, prox: bool = False,
+                   packed: bool = False) -> dict:
     """ShapeDtypeStructs of a [M, mb, L] train batch laid out as the trainer places it."""
     from prover_jax.distributed.arrays import batch_sharding
     sh = batch_sharding(mesh, (M, mb, L))
-    keys = BATCH_KEYS + (("ref_logprobs",) if kl else ()) + (("prox_logprobs",) if prox else ())
+    keys = (BATCH_KEYS + (("ref_logprobs",) if kl else ()) + (("prox_logprobs",) if prox else ())
+            + (("segment_ids",) if packed else ()))
     return {k: jax.ShapeDtypeStruct((M, mb, L), BATCH_DTYPES[k], sharding=sh) for k in keys}
 
 
@@ -171,7 +174,8 @@ def make_train_step(graphdef, loss_cfg, optimizer: optax.GradientTransformation,
 
     batch: the trainer's token-aligned arrays with a leading micro-batch axis, [M, mb, L] each
     (tokens, valid, loss_mask, advantages, old_logprobs, and ref_logprobs when loss.kl_coef > 0;
-    prox_logprobs for off-policy batches with loss.tis_cap > 0, old_logprobs then being the behaviour's).
+    prox_logprobs for off-policy batches with loss.tis_cap > 0, old_logprobs then being the behaviour's;
+    segment_ids for packed rows, see batch.py).
 
     Accumulation is exact for every aggregation: the normalisers N (policy tokens) and S (sequences
     with a policy token) are counted over the whole [M, mb] batch first, and each micro-batch loss is
@@ -189,13 +193,15 @@ def make_train_step(graphdef, loss_cfg, optimizer: optax.GradientTransformation,
 
     def loss_fn(params, mb, num_tokens, num_seqs):
         model = nnx.merge(graphdef, params)
+        seg = mb.get("segment_ids")
         logp, entropy = token_logprobs(model, mb["tokens"], mb["valid"], chunk=logprob_chunk,
-                                       with_entropy=with_entropy)
+                                       with_entropy=with_entropy, segment_ids_BxL=seg)
         prox = mb.get("prox_logprobs")  # off-policy with truncated IS: the ratio is against these
         return grpo_loss(logp, mb["old_logprobs"] if prox is None else prox, mb["advantages"], mb["loss_mask"],
                          ref_logprobs=mb.get("ref_logprobs"), entropy=entropy if with_entropy else None,
                          num_tokens=num_tokens, num_seqs=num_seqs,
-                         behavior_logprobs=None if prox is None else mb["old_logprobs"], **kwargs)
+                         behavior_logprobs=None if prox is None else mb["old_logprobs"], segment_ids=seg,
+                         **kwargs)
 
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
 
@@ -205,7 +211,9 @@ def make_train_step(graphdef, loss_cfg, optimizer: optax.GradientTransformation,
             raise KeyError(f"train batch lacks {missing}")
         mask = batch["loss_mask"].astype(bool)
         num_tokens = jnp.sum(mask)
-        num_seqs = jnp.sum(jnp.any(mask, axis=-1))
+        seg = batch.get("segment_ids")
+        num_seqs = count_sequences(mask.reshape(-1, mask.shape[-1]),
+                                   None if seg is None else seg.reshape(-1, seg.shape[-1]))
 
         def micro(carry, mb):
             grads_acc, metrics_acc = carry
@@ -293,12 +301,13 @@ def make_train_step(graphdef, loss_cfg, optimizer: optax.GradientTransformation,
 
 
 def make_logprob_fn(graphdef, *, logprob_chunk: int | None = None):
-    """Jitted fn(params, tokens [B, L], valid [B, L]) -> logp [B, L] (0 at t = 0 and padding), for
-    reference-policy log-probs and re-scoring."""
+    """Jitted fn(params, tokens [B, L], valid [B, L], segment_ids [B, L] | None) -> logp [B, L] (0 at
+    t = 0 and padding), for reference-policy log-probs and re-scoring; segment_ids for packed rows."""
 
     @jax.jit
-    def logprob_fn(params, tokens_BxL, valid_BxL):
+    def logprob_fn(params, tokens_BxL, valid_BxL, segment_ids_BxL=None):
         model = nnx.merge(graphdef, params)
-        return token_logprobs(model, tokens_BxL, valid_BxL, chunk=logprob_chunk, with_entropy=False)[0]
+        return token_logprobs(model, tokens_BxL, valid_BxL, chunk=logprob_chunk, with_entropy=False,
+                              segment_ids_BxL=segment_ids_BxL)[0]
 
     return logprob_fn

@@ -47,7 +47,7 @@ from prover_jax.sampling import Driver, SamplingParams
 from prover_jax.sharding import make_mesh
 from prover_jax.training import build, evaluation, sft
 from prover_jax.training.build import mesh_devices, mesh_shape, model_runtime
-from prover_jax.training.batch import pack, padded_length
+from prover_jax.training.batch import first_fit, pack, padded_length
 from prover_jax.training.loss import check_sampling
 from prover_jax.training.checkpoints import Checkpoints
 from prover_jax.training.metrics import CompileCounter, merge_rows
@@ -86,6 +86,10 @@ class Trainer:
         # checkpointed once in W/reference, so a resumed run keeps the same reference
         self.ref_params = None
         self.ref_ckpts = Checkpoints(self.root / "reference", keep=1) if c.loss.kl_coef > 0 else None
+        if 0 < c.train.max_tokens_per_row < c.rollout.max_target_length:
+            raise ValueError(f"train.max_tokens_per_row = {c.train.max_tokens_per_row} is below "
+                             f"rollout.max_target_length = {c.rollout.max_target_length}: a packed row must hold the "
+                             "longest episode (or set train.max_tokens_per_row = 0, one episode per row)")
         if c.train.precompile:
             self._precompile()
 
@@ -153,16 +157,19 @@ class Trainer:
                        for n in range(1, c.rollout.max_target_length + 1, c.train.length_multiple)})
 
     def _precompile(self) -> None:
-        """Compiles the update for every length bucket now, so no RL step waits on a compile."""
+        """Compiles the update for every batch shape now, so no RL step waits on a compile: every
+        length bucket, or with packed rows every micro-batch count at train.max_tokens_per_row."""
         c = self.config
         M = -(-c.rollout.groups_per_step * c.rollout.group_size // c.train.micro_batch_size)
         abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding),
                                 self.state)
+        cap = c.train.max_tokens_per_row
+        shapes = ([(m, cap) for m in range(1, M + 1)] if cap > 0 else [(M, L) for L in self.length_buckets()])
         t0 = time.perf_counter()
-        n = self.train_step.precompile(abstract, [abstract_batch(self.mesh, M, c.train.micro_batch_size, L,
-                                                                 kl=c.loss.kl_coef > 0)
-                                                  for L in self.length_buckets()])
-        logging.info("compiled the update for %d batch lengths %s in %.0f s", n, self.length_buckets(),
+        n = self.train_step.precompile(abstract, [abstract_batch(self.mesh, m, c.train.micro_batch_size, L,
+                                                                 kl=c.loss.kl_coef > 0, packed=cap > 0)
+                                                  for m, L in shapes])
+        logging.info("compiled the update for %d batch shapes [M, L] %s in %.0f s", n, shapes,
                      time.perf_counter() - t0)
 
     def _critic(self):
@@ -262,9 +269,12 @@ class Trainer:
         played = trajs
         if credit.groups is not None:  # the method added episodes to train on (Needs.extra_episodes)
             trajs = [t for group in credit.groups for t in group]
-        shapes = dist.allgather_json([max(len(t.tokens) for t in trajs), len(trajs)])
+        cap = c.train.max_tokens_per_row
+        n_rows = len(first_fit([len(t.tokens) for t in trajs], cap)) if cap > 0 else len(trajs)
+        shapes = dist.allgather_json([max(len(t.tokens) for t in trajs), n_rows])
         L = padded_length(max(n for n, _ in shapes), c.train.length_multiple, c.rollout.max_target_length)
-        rows = pack(trajs, flat_adv, max(b for _, b in shapes), length=L)  # equal rows on every process
+        B = max(b for _, b in shapes)  # equal rows on every process
+        rows = pack(trajs, flat_adv, B, length=L, max_tokens_per_row=cap, num_rows=B)
         batch = dist.global_batch({k: v[0] for k, v in rows.items()}, self.mesh, c.train.micro_batch_size)
         if self.ref_ckpts is not None:
             if self.ref_params is None:  # the first RL step of the run: the policy RL starts from
@@ -316,10 +326,11 @@ class Trainer:
         sharded like the batch."""
         from prover_jax.training.step import make_logprob_fn
         if not hasattr(self, "_logprob_fn"):
-            one = make_logprob_fn(self.graphdef)
-            self._logprob_fn = jax.jit(lambda p, t, v: jax.lax.map(lambda tv: one(p, *tv), (t, v)),
+            one = make_logprob_fn(self.graphdef, logprob_chunk=self.config.train.logprob_chunk or None)
+            self._logprob_fn = jax.jit(lambda p, rows: jax.lax.map(lambda r: one(p, *r), rows),
                                        out_shardings=batch["tokens"].sharding)
-        return self._logprob_fn(params, batch["tokens"], batch["valid"])
+        rows = (batch["tokens"], batch["valid"]) + ((batch["segment_ids"],) if "segment_ids" in batch else ())
+        return self._logprob_fn(params, rows)
 
     def _task_splits(self) -> dict:
         return evaluation.task_splits(self.pool, self.config.env.name)

@@ -1,0 +1,118 @@
+"""Packed rows in training: first-fit placement, and the train step, the reference log-prob pass and
+a trainer's RL step on packed rows equal their unpacked counterparts (fp32), for every aggregation."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from prover_jax.rollout.trajectory import Trajectory
+from prover_jax.training import trainer as trainer_lib
+from prover_jax.training.batch import first_fit, pack
+from prover_jax.training.config import default_config
+from prover_jax.training.loss import AGGREGATIONS
+from prover_jax.training.step import init_train_state, make_logprob_fn, make_optimizer, make_train_step
+
+from helpers.demo_config import trainer_config
+from helpers.tiny import tiny_config, tiny_model
+
+CFG = tiny_config()
+LENGTHS = (5, 23, 40, 17, 9, 30)  # split the delta rule's 16-token chunks; pack into 64-token rows
+
+
+def trajectories(seed=0):
+    rng = np.random.default_rng(seed)
+    trajs, advs = [], []
+    for i, n in enumerate(LENGTHS):
+        t = Trajectory(env="x", seed=0, uid=i, task="t")
+        t.tokens = rng.integers(0, CFG.vocab_size, n).tolist()
+        prompt = int(rng.integers(2, 5))
+        t.policy_mask = [j >= prompt for j in range(n)]
+        t.logprobs = (rng.normal(-2.0, 0.5, n) * np.array(t.policy_mask)).tolist()  # off the policy: clips act
+        trajs.append(t)
+        advs.append((rng.normal(0, 1, n) * np.array(t.policy_mask)).astype(np.float32))
+    return trajs, advs
+
+
+def test_first_fit_places_every_trajectory_once_within_the_row():
+    rows = first_fit(LENGTHS, 64)
+    assert sorted(i for r in rows for i in r) == list(range(len(LENGTHS)))
+    assert all(sum(LENGTHS[i] for i in r) <= 64 for r in rows) and len(rows) == 2  # 124 tokens in 2 rows
+    with pytest.raises(ValueError, match="train.max_tokens_per_row = 32"):
+        first_fit(LENGTHS, 32)
+
+
+def test_packed_batch_layout():
+    trajs, advs = trajectories()
+    b = pack(trajs, advs, micro_batch_size=2, max_tokens_per_row=64)
+    seg, valid, mask = (b[k].reshape(-1, 64) for k in ("segment_ids", "valid", "loss_mask"))
+    assert seg.shape[0] == 2 and valid.sum() == sum(LENGTHS) and ((seg > 0) == valid).all()
+    starts = valid & np.pad(seg[:, 1:] != seg[:, :-1], ((0, 0), (1, 0)), constant_values=True)
+    assert starts.sum() == len(LENGTHS) and not (mask & starts).any()  # no trajectory's first token is trained
+
+
+@pytest.mark.parametrize("aggregation", AGGREGATIONS.names())
+def test_packed_train_step_equals_unpacked(aggregation):
+    model = tiny_model(CFG)
+    graphdef = nnx.graphdef(model)
+    opt_cfg = default_config().optim
+    opt_cfg.update(name="sgd", learning_rate=1.0, grad_clip=0.0)
+    opt = make_optimizer(opt_cfg)
+    init = jax.tree.map(np.asarray, init_train_state(model, opt))
+    loss_cfg = default_config().loss
+    loss_cfg.update(aggregation=aggregation, horizon=64)
+    step = make_train_step(graphdef, loss_cfg, opt)
+    trajs, advs = trajectories()
+    plain = pack(trajs, advs, micro_batch_size=3, length=64)  # [2, 3, 64]
+    packed = pack(trajs, advs, micro_batch_size=1, max_tokens_per_row=64)  # [2, 1, 64]
+    (s1, m1), (s2, m2) = (step(jax.tree.map(jnp.asarray, init), b) for b in (plain, packed))
+    assert int(m1["num_seqs"]) == int(m2["num_seqs"]) == len(LENGTHS)
+    for k in ("loss", "pg_loss", "clip_frac", "ratio_mean", "entropy", "num_tokens"):
+        np.testing.assert_allclose(m2[k], m1[k], rtol=1e-5, atol=1e-7, err_msg=k)
+    assert float(m1["clip_frac"]) > 0
+    for a, b in zip(jax.tree.leaves(s1.params), jax.tree.leaves(s2.params)):
+        np.testing.assert_allclose(b, a, atol=1e-5, rtol=1e-5)
+
+
+def test_reference_logprobs_of_packed_rows_equal_unpacked():
+    model = tiny_model(CFG)
+    _, params = nnx.split(model, nnx.Param)
+    fn = make_logprob_fn(nnx.graphdef(model), logprob_chunk=16)
+    trajs, advs = trajectories(1)
+    plain = {k: v.reshape(-1, 64) for k, v in pack(trajs, advs, 1, length=64).items()}
+    packed = {k: v.reshape(-1, 64) for k, v in pack(trajs, advs, 1, max_tokens_per_row=64).items()}
+    lp_plain = np.asarray(fn(params, plain["tokens"], plain["valid"]))
+    lp_packed = np.asarray(fn(params, packed["tokens"], packed["valid"], packed["segment_ids"]))
+    got = lp_packed[packed["loss_mask"]]
+    order = [i for r in first_fit(LENGTHS, 64) for i in r]
+    want = np.concatenate([lp_plain[i][plain["loss_mask"][i]] for i in order])
+    np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_trainer_rl_step_packed_equals_unpacked(tmp_path):
+    rows = {}
+    for cap in (0, 1024):
+        c = trainer_config()
+        c.sft.steps = 0
+        c.credit.method = "grpo"
+        c.train.max_tokens_per_row = cap
+        t = trainer_lib.Trainer(c, str(tmp_path / f"cap{cap}"))
+        try:
+            rows[cap] = t.rl_step()
+            rows[cap]["params"] = jax.tree.map(np.asarray, t.state.params)
+        finally:
+            t.close()
+    a, b = rows[0], rows[1024]
+    assert a["applied"] and b["applied"] and a["success_rate"] == b["success_rate"]
+    for k in ("loss", "num_seqs", "num_tokens", "ratio_mean"):
+        np.testing.assert_allclose(b[k], a[k], rtol=1e-5, atol=1e-7, err_msg=k)
+    for x, y in zip(jax.tree.leaves(a["params"]), jax.tree.leaves(b["params"])):
+        np.testing.assert_allclose(y, x, atol=1e-5, rtol=1e-4)
+
+
+def test_rows_shorter_than_an_episode_are_refused(tmp_path):
+    c = trainer_config()
+    c.train.max_tokens_per_row = 512
+    with pytest.raises(ValueError, match="train.max_tokens_per_row = 512 is below rollout.max_target_length = 1024"):
+        trainer_lib.Trainer(c, str(tmp_path / "w"))
