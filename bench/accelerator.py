@@ -2,6 +2,7 @@
 
     python bench/accelerator.py                 # the real sizes (<= ~8 minutes on one H100 / H200)
     python bench/accelerator.py --dry_run       # tiny model, short lengths, on CPU: every field, seconds
+                                                # (--smoke is the same)
 
 Lines (each has "bench" and "device"):
   train     random-init Qwen3.5 of each --sizes (0.8B, 2B) at --tokens tokens (one row), AdamW with fp32
@@ -216,6 +217,7 @@ def rl(dev: dict) -> dict:
 
 def main(argv):
     del argv
+    FLAGS.dry_run = FLAGS.dry_run or FLAGS.smoke  # --smoke (rl_step's flag) is this bench's --dry_run
     if FLAGS.dry_run:
         import jax
         jax.config.update("jax_platforms", "cpu")

@@ -2,6 +2,7 @@
 
     python bench/rl_step.py [--workdir=runs/bench_rl_step] [--warmup=2] [--steps=4]
                             [--variants=grpo,prover,prover_openai] [--judge_latency_s=0.5]
+    python bench/rl_step.py --smoke   # tiny sizes: checks the bench end to end (its times mean nothing)
 
 The update is compiled for every length bucket when each variant starts (train.precompile).
 A policy that produces mixed groups comes first: a short SFT warm start on the demo config
@@ -47,6 +48,20 @@ flags.DEFINE_integer("steps", 4, "Timed RL steps per variant.")
 flags.DEFINE_list("variants", ["grpo", "prover", "prover_openai"], "Variants to time.")
 flags.DEFINE_float("judge_latency_s", 0.5, "Latency of every call to the scripted judge endpoint.")
 flags.DEFINE_list("override", [], "Extra config overrides key=value (e.g. rollout.off_policy_steps=1).")
+flags.DEFINE_bool("smoke", False, "Seconds, not minutes: 10 SFT steps, 1 timed step per variant of 2 tasks x 2 "
+                  "episodes, no precompile, 8-token decode probes, in WORKDIR/smoke (the cached "
+                  "policy is untouched). Checks that the bench runs; its times mean nothing.")
+
+DECODE_TOKENS = 64  # tokens per request of the decode-overhead probe (--smoke: 8)
+
+
+def smoke_flags() -> None:
+    """--smoke: the sizes of a run that only checks the bench end to end."""
+    global DECODE_TOKENS
+    FLAGS.sft_steps, FLAGS.warmup, FLAGS.steps, DECODE_TOKENS = 10, 0, 1, 8
+    FLAGS.judge_latency_s = 0.0
+    FLAGS.override = list(FLAGS.override) + [
+        "rollout.groups_per_step=2", "rollout.group_size=2", "train.precompile=false"]
 
 
 def demo_config():
@@ -169,7 +184,7 @@ def time_variants(names, sft_dir: str, root: str, base_url: str) -> dict:
                 row = trainer.rl_step()
                 wall = time.perf_counter() - t0
                 print(f"  {name} step {i + 1}{' (warm-up)' if i < FLAGS.warmup else ''}: {wall:.2f} s, "
-                      f"success {row['success_rate']:.2f}, eligible {row['prover/eligible_groups']:.0f}, "
+                      f"success {row['success_rate']:.2f}, eligible {row.get('prover/eligible_groups', 0):.0f}, "
                       f"compiles {row.get('compiles', float('nan'))}", flush=True)
                 if i >= FLAGS.warmup:
                     rows[name].append(row)
@@ -183,7 +198,7 @@ def time_variants(names, sft_dir: str, root: str, base_url: str) -> dict:
         G = trainers[name].config.rollout.groups_per_step
         out[name] = {
             "step_s": float(np.mean(w)), "step_min_s": min(w), "step_max_s": max(w),
-            "eligible_frac": float(np.mean([x["prover/eligible_groups"] / G for x in r])),
+            "eligible_frac": float(np.mean([x.get("prover/eligible_groups", 0.0) / G for x in r])),
             "success_rate": float(np.mean([x["success_rate"] for x in r])),
             "rollout_tokens_per_s": float(sum(x["policy_tokens"] for x in r)
                                           / max(sum(x["time/rollout_s"] for x in r), 1e-9)),
@@ -206,7 +221,7 @@ def decode_overhead(sft_dir: str, steps_per_call: int = 1) -> dict:
         engine = trainer.engine
         kw = {"steps_per_call": steps_per_call} if steps_per_call != 1 else {}  # (1 also runs older drivers)
         driver = Driver(engine, params=trainer.driver.params, **kw)
-        S, N = r.max_concurrent_decodes, 64
+        S, N = r.max_concurrent_decodes, DECODE_TOKENS
         prompts = np.random.default_rng(0).integers(3, 500, (S, 32))
         reqs = [Request(p.tolist(), SamplingParams(temperature=1.0), max_new_tokens=N, seed=i)
                 for i, p in enumerate(prompts)]
@@ -263,7 +278,9 @@ def main(argv):
     from absl import logging
     logging.set_verbosity(logging.WARNING)
     jax.config.update("jax_platforms", "cpu")
-    root = os.path.abspath(FLAGS.workdir)
+    if FLAGS.smoke:
+        smoke_flags()
+    root = os.path.abspath(os.path.join(FLAGS.workdir, "smoke") if FLAGS.smoke else FLAGS.workdir)
     os.makedirs(root, exist_ok=True)
     print(f"load before: {os.getloadavg()}", flush=True)
     server, base_url = start_endpoint(FLAGS.judge_latency_s)

@@ -1,6 +1,7 @@
 """Sampler benchmark on the 'bench-small' Qwen3.5 config (~29M params), one process, same weights.
 
     python bench/sampler.py [--cases=decode,fork,multiturn] [--hf=true] [--out=results.json]
+    python bench/sampler.py --smoke   # the tiny 'demo' model, a few tokens per case: runs in seconds
 
 decode:    16 prompts x 64 tokens, 128 new tokens each, greedy: prover_jax Engine + Driver vs
            transformers `generate` (batch 16), tokens/s and ratio; greedy token agreement reported.
@@ -28,6 +29,17 @@ flags.DEFINE_list("cases", ["decode", "fork", "multiturn"], "Which cases to run.
 flags.DEFINE_boolean("hf", True, "Run transformers generate in the decode case.")
 flags.DEFINE_integer("repeats", 2, "Timed runs per measurement (best is reported).")
 flags.DEFINE_string("out", None, "Write the figures as JSON here.")
+flags.DEFINE_bool("smoke", False, "Seconds, not minutes: the tiny 'demo' config, every case at a few tokens, "
+                  "one repeat. Checks that the bench runs; its figures mean nothing.")
+
+# the cases' sizes: decode (batch, prompt, new tokens), fork (K, prefix, new tokens),
+# multiturn (episodes, turns, observation tokens, action tokens); --smoke uses SMOKE_SIZES
+SIZES = {"model": "bench-small", "decode": (16, 64, 128), "fork": (8, 512, 32), "multiturn": (8, 20, 16, 16)}
+SMOKE_SIZES = {"model": "demo", "decode": (4, 16, 8), "fork": (2, 32, 4), "multiturn": (2, 3, 8, 4)}
+
+
+def sizes() -> dict:
+    return SMOKE_SIZES if FLAGS.smoke else SIZES
 
 
 def best_time(fn, repeats):
@@ -47,7 +59,7 @@ def build(tmp):
 
     from prover_jax.models import qwen3_5
 
-    cfg = qwen3_5.CONFIGS["bench-small"]
+    cfg = qwen3_5.CONFIGS[sizes()["model"]]
     hf_cfg = transformers.Qwen3_5TextConfig(**{k: v for k, v in cfg.to_hf_dict().items()
                                                if k not in ("architectures", "model_type")})
     torch.manual_seed(0)
@@ -62,7 +74,7 @@ def case_decode(model, hf, repeats):
 
     from prover_jax.sampling import Driver, Engine, Request
 
-    B, T, N = 16, 64, 128
+    B, T, N = sizes()["decode"]
     prompts = np.random.default_rng(0).integers(0, model.config.vocab_size, (B, T))
     engine = Engine(model, max_concurrent_decodes=B, max_prefill_length=T, max_target_length=256)
     driver = Driver(engine)
@@ -91,7 +103,7 @@ def case_fork(model, repeats):
 
     from prover_jax.sampling import Driver, Engine, Request, SamplingParams
 
-    K, T, N = 8, 512, 32
+    K, T, N = sizes()["fork"]
     prefix = np.random.default_rng(1).integers(0, model.config.vocab_size, T).tolist()
     engine = Engine(model, max_concurrent_decodes=K, max_prefill_length=T, max_target_length=1024)
     driver = Driver(engine)
@@ -114,7 +126,7 @@ def case_multiturn(model, repeats):
 
     from prover_jax.sampling import Driver, Engine, Request
 
-    E, turns, obs_len, act_len = 8, 20, 16, 16
+    E, turns, obs_len, act_len = sizes()["multiturn"]
     rng = np.random.default_rng(2)
     obs = rng.integers(0, model.config.vocab_size, (turns, E, obs_len)).tolist()
     engine = Engine(model, max_concurrent_decodes=E, max_prefill_length=1024, max_target_length=1024)
@@ -154,6 +166,8 @@ def main(argv):
     import torch
     import transformers
 
+    if FLAGS.smoke:
+        FLAGS.repeats = 1
     with tempfile.TemporaryDirectory() as tmp:
         model, hf = build(tmp)
     header = {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),

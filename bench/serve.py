@@ -1,7 +1,8 @@
 """prover-serve throughput against the same requests driven straight through its engine's Driver.
 
     python bench/serve.py [--clients=16 --requests=64 --max_tokens=128 --slots=16 --dtype=float32]
-    python bench/serve.py --quick     # the tiny test checkpoint, 16 requests of 16 tokens (a smoke run)
+    python bench/serve.py --quick     # the tiny test checkpoint, 16 requests of 16 tokens (a smoke run;
+                                      # --smoke is the same)
 
 Model: bench-small with random weights (`sampler.build`, the sampler benchmark's builder) with the
 byte-level test tokenizer and Qwen-style chat template of tests/helpers/serving.py; --quick uses
@@ -36,7 +37,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests"))  # the tests' `helpers` pa
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--quick", action="store_true", help="tiny model, few short requests (a smoke run)")
+    p.add_argument("--quick", "--smoke", action="store_true", help="tiny model, few short requests (a smoke run)")
     p.add_argument("--clients", type=int, default=16, help="concurrent openai clients (threads)")
     p.add_argument("--requests", type=int, default=None, help="requests per timed run (default 64; quick 16)")
     p.add_argument("--max_tokens", type=int, default=None, help="tokens per completion (default 128; quick 16)")

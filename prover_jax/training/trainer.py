@@ -309,6 +309,7 @@ class Trainer:
                "turns": float(np.mean([t.num_turns for t in played])),
                "policy_tokens": int(sum(t.num_policy_tokens for t in played)),
                "invalid_action_frac": _invalid_frac(played), **m,
+               "batch_fill": float(rows["valid"].mean()),  # real tokens / batch positions (this process's rows)
                "time/update_s": update_s, "time/step_s": time.perf_counter() - t_step,
                "compiles": self.compiles.take()}
         row.setdefault("kl", 0.0)

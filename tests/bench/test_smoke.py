@@ -1,0 +1,39 @@
+"""bench/rl_step.py and bench/sampler.py in --smoke mode (tiny sizes) run end to end and print every
+figure their full runs print, so neither can rot between the runs that time them. (bench/accelerator.py
+--dry_run and bench/serve.py --quick have their own tests.)"""
+
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run_bench(name: str, *args: str) -> list[dict]:
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "bench", name), "--smoke", *args],
+                         capture_output=True, text=True, timeout=900, cwd=ROOT, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+
+
+def test_rl_step_smoke(tmp_path):
+    *_, out = run_bench("rl_step.py", f"--workdir={tmp_path}")
+    assert set(out["variants"]) == {"grpo", "prover", "prover_openai"}
+    for key in ("grpo_step_s", "prover_step_s", "prover_over_grpo", "prover_openai_over_grpo", "eligible_frac",
+                "rollout_tokens_per_s", "decode_step_ms", "decode_host_overhead_ms"):
+        assert out[key] >= 0, key
+    for name, v in out["variants"].items():
+        assert v["step_s"] > 0 and "time/update_s" in v and "compiles" in v, name
+    assert os.path.isdir(tmp_path / "smoke" / "sft")  # the smoke policy lives beside, not in, the cached one
+
+
+def test_sampler_smoke():
+    header, *rows = run_bench("sampler.py")
+    assert {"jax", "torch", "cpus"} <= set(header)
+    by = {r["case"]: r for r in rows}
+    assert set(by) == {"decode", "fork", "multiturn"}
+    assert by["decode"]["prover_jax_tok_s"] > 0 and by["decode"]["ratio"] > 0
+    assert by["fork"]["speedup"] > 0 and by["multiturn"]["speedup"] > 0
+    assert by["multiturn"]["greedy_histories_identical"]  # extension and re-prefill play the same episodes
