@@ -7,6 +7,8 @@
     batch["advantages"]    [M, mb, L] f32     per-token advantage (credit method's output)
     batch["old_logprobs"]  [M, mb, L] f32     log-prob of each token under the sampling policy
     batch["segment_ids"]   [M, mb, L] int32   packed rows only: 1, 2, ... per trajectory of a row, 0 at padding
+    batch["policy_at"]     [M, mb, P] int32   with train.logits = "policy" only: each row's policy-token
+                                              positions, ascending, 0-padded (`policy_positions`)
 
 One trajectory per row by default: L is rounded up to a multiple of `length_multiple` and the rows to
 a multiple of micro_batch_size (padding rows are all-invalid), so few shapes compile. Packed
@@ -91,3 +93,19 @@ def pack(trajs: Sequence[Trajectory], advantages: Sequence[np.ndarray], micro_ba
                 out["segment_ids"][r, span] = s + 1
             at += n
     return {k: v.reshape(B // mb, mb, L) for k, v in out.items()}
+
+
+POLICY_MULTIPLE = 128  # `policy_at` rows are padded to a multiple of this many positions (few shapes)
+
+
+def policy_positions(loss_mask: np.ndarray, P: int) -> np.ndarray:
+    """[..., L] bool -> [..., P] int32: the positions of each row's policy tokens, ascending, padded
+    with 0 (position 0 is never a policy token)."""
+    flat = loss_mask.reshape(-1, loss_mask.shape[-1])
+    out = np.zeros((flat.shape[0], P), np.int32)
+    for r, row in enumerate(flat):
+        at = np.flatnonzero(row)
+        if len(at) > P:
+            raise ValueError(f"row {r} has {len(at)} policy tokens, more than P = {P}")
+        out[r, :len(at)] = at
+    return out.reshape(*loss_mask.shape[:-1], P)

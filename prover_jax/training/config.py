@@ -126,6 +126,9 @@ def default_config() -> ml_collections.ConfigDict:
     # keep each episode's forward its own); >= rollout.max_target_length. 0: one episode per row
     c.train.max_tokens_per_row = 0
     c.train.logprob_chunk = 0  # >0: log-probs computed in chunks of this many positions (large vocab)
+    # where the RL update projects onto the vocabulary: all (every position) | policy (the policy tokens
+    # only, padded per row to a multiple of 128 positions; the loss needs no other)
+    c.train.logits = "all"
     c.train.precompile = False  # compile the update for every batch-length bucket before the 1st step
     c.train.remat = "none"  # activations recomputed in the backward pass, per layer block: none | full | dots
     c.train.checkpoint_every = 10  # orbax checkpoint every this many steps (and after the last)

@@ -44,8 +44,28 @@ def _hidden(model, tokens_BxL, valid_BxL, segment_ids_BxL=None):
     return model.hidden(tokens_BxL, mask_BxT=valid_BxL, segment_ids_BxT=segment_ids_BxL)
 
 
+def _project(model, h_BxNxD, targets_BxN, chunk: int | None, with_entropy: bool):
+    """(logp, entropy) [B, N] of each row's N targets from the hidden states predicting them; with
+    `chunk` the vocab projection runs over chunks of that many positions under `jax.checkpoint`."""
+    B, n = targets_BxN.shape
+    if chunk is None or chunk >= n:
+        return _chunk_logprobs(model, h_BxNxD, targets_BxN, with_entropy)
+    if chunk < 1:
+        raise ValueError(f"logprob chunk must be >= 1, got {chunk}")
+    num = -(-n // chunk)
+    pad = num * chunk - n
+    h = jnp.pad(h_BxNxD, ((0, 0), (0, pad), (0, 0)))
+    targets = jnp.pad(targets_BxN, ((0, 0), (0, pad)))
+    h_CxBxKxD = h.reshape(B, num, chunk, -1).swapaxes(0, 1)
+    t_CxBxK = targets.reshape(B, num, chunk).swapaxes(0, 1)
+    body = jax.checkpoint(lambda h, t: _chunk_logprobs(model, h, t, with_entropy))
+    logp, entropy = jax.lax.map(lambda xs: body(*xs), (h_CxBxKxD, t_CxBxK))
+    return (logp.swapaxes(0, 1).reshape(B, num * chunk)[:, :n],
+            entropy.swapaxes(0, 1).reshape(B, num * chunk)[:, :n])
+
+
 def token_logprobs(model, tokens_BxL, valid_BxL, chunk: int | None = None, with_entropy: bool = True,
-                   segment_ids_BxL=None):
+                   segment_ids_BxL=None, at_BxP=None):
     """(logp [B, L], entropy [B, L]) in fp32 under `model`.
 
     logp[:, t] = log_softmax(W h[:, t-1])[tokens[:, t]] and entropy[:, t] = H(softmax(W h[:, t-1])),
@@ -54,27 +74,21 @@ def token_logprobs(model, tokens_BxL, valid_BxL, chunk: int | None = None, with_
     trajectory's prediction: never a policy token). With `chunk`, the vocab projection runs over
     sequence chunks of that many positions under `jax.checkpoint` (logits recomputed in the backward
     pass), so at most a [B, chunk, V] block of logits exists at any time instead of [B, L, V]. Without
-    `with_entropy` the entropy is zeros.
+    `with_entropy` the entropy is zeros. With `at_BxP` (positions >= 1, padded with 0) the projection
+    runs only at those P positions of each row (a loss's policy tokens) and both outputs are 0 elsewhere.
     """
     B, L = tokens_BxL.shape
     h_BxLxD = _hidden(model, tokens_BxL, valid_BxL, segment_ids_BxL)
-    h_pred, targets = h_BxLxD[:, :-1], tokens_BxL[:, 1:]
-    n = L - 1
-    if chunk is None or chunk >= n:
-        logp, entropy = _chunk_logprobs(model, h_pred, targets, with_entropy)
-    else:
-        if chunk < 1:
-            raise ValueError(f"logprob chunk must be >= 1, got {chunk}")
-        num = -(-n // chunk)
-        pad = num * chunk - n
-        h_pred = jnp.pad(h_pred, ((0, 0), (0, pad), (0, 0)))
-        targets = jnp.pad(targets, ((0, 0), (0, pad)))
-        h_CxBxKxD = h_pred.reshape(B, num, chunk, -1).swapaxes(0, 1)
-        t_CxBxK = targets.reshape(B, num, chunk).swapaxes(0, 1)
-        body = jax.checkpoint(lambda h, t: _chunk_logprobs(model, h, t, with_entropy))
-        logp, entropy = jax.lax.map(lambda xs: body(*xs), (h_CxBxKxD, t_CxBxK))
-        logp = logp.swapaxes(0, 1).reshape(B, num * chunk)[:, :n]
-        entropy = entropy.swapaxes(0, 1).reshape(B, num * chunk)[:, :n]
+    if at_BxP is not None:
+        prev = jnp.maximum(at_BxP - 1, 0)
+        h_BxPxD = jnp.take_along_axis(h_BxLxD, prev[..., None], axis=1)
+        targets = jnp.take_along_axis(tokens_BxL, at_BxP, axis=1)
+        logp_P, entropy_P = _project(model, h_BxPxD, targets, chunk, with_entropy)
+        keep = (at_BxP > 0) & jnp.take_along_axis(valid_BxL.astype(bool), at_BxP, axis=1)
+        rows = jnp.arange(B)[:, None]
+        scatter = lambda x: jnp.zeros((B, L), jnp.float32).at[rows, at_BxP].add(jnp.where(keep, x, 0.0))  # noqa: E731
+        return scatter(logp_P), scatter(entropy_P)
+    logp, entropy = _project(model, h_BxLxD[:, :-1], tokens_BxL[:, 1:], chunk, with_entropy)
     keep = valid_BxL[:, 1:].astype(bool)
     zero = jnp.zeros((B, 1), jnp.float32)
     logp = jnp.concatenate([zero, jnp.where(keep, logp, 0.0)], axis=1)

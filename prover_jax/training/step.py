@@ -36,7 +36,7 @@ class TrainState:
 
 BATCH_DTYPES = dict(tokens=jnp.int32, valid=jnp.bool_, loss_mask=jnp.bool_, advantages=jnp.float32,
                     old_logprobs=jnp.float32, ref_logprobs=jnp.float32, prox_logprobs=jnp.float32,
-                    segment_ids=jnp.int32)
+                    segment_ids=jnp.int32, policy_at=jnp.int32)
 
 
 def abstract_batch(mesh, M: int, mb: int, L: int, kl: bool = False, prox: bool = False,
@@ -175,7 +175,8 @@ def make_train_step(graphdef, loss_cfg, optimizer: optax.GradientTransformation,
     batch: the trainer's token-aligned arrays with a leading micro-batch axis, [M, mb, L] each
     (tokens, valid, loss_mask, advantages, old_logprobs, and ref_logprobs when loss.kl_coef > 0;
     prox_logprobs for off-policy batches with loss.tis_cap > 0, old_logprobs then being the behaviour's;
-    segment_ids for packed rows, see batch.py).
+    segment_ids for packed rows; policy_at [M, mb, P] to project onto the vocabulary at those positions
+    only; see batch.py).
 
     Accumulation is exact for every aggregation: the normalisers N (policy tokens) and S (sequences
     with a policy token) are counted over the whole [M, mb] batch first, and each micro-batch loss is
@@ -195,7 +196,7 @@ def make_train_step(graphdef, loss_cfg, optimizer: optax.GradientTransformation,
         model = nnx.merge(graphdef, params)
         seg = mb.get("segment_ids")
         logp, entropy = token_logprobs(model, mb["tokens"], mb["valid"], chunk=logprob_chunk,
-                                       with_entropy=with_entropy, segment_ids_BxL=seg)
+                                       with_entropy=with_entropy, segment_ids_BxL=seg, at_BxP=mb.get("policy_at"))
         prox = mb.get("prox_logprobs")  # off-policy with truncated IS: the ratio is against these
         return grpo_loss(logp, mb["old_logprobs"] if prox is None else prox, mb["advantages"], mb["loss_mask"],
                          ref_logprobs=mb.get("ref_logprobs"), entropy=entropy if with_entropy else None,
@@ -301,13 +302,14 @@ def make_train_step(graphdef, loss_cfg, optimizer: optax.GradientTransformation,
 
 
 def make_logprob_fn(graphdef, *, logprob_chunk: int | None = None):
-    """Jitted fn(params, tokens [B, L], valid [B, L], segment_ids [B, L] | None) -> logp [B, L] (0 at
-    t = 0 and padding), for reference-policy log-probs and re-scoring; segment_ids for packed rows."""
+    """Jitted fn(params, tokens [B, L], valid [B, L], segment_ids [B, L] | None, at [B, P] | None) ->
+    logp [B, L] (0 at t = 0 and padding), for reference-policy log-probs and re-scoring;
+    segment_ids for packed rows, `at` to score only those positions (0 elsewhere)."""
 
     @jax.jit
-    def logprob_fn(params, tokens_BxL, valid_BxL, segment_ids_BxL=None):
+    def logprob_fn(params, tokens_BxL, valid_BxL, segment_ids_BxL=None, at_BxP=None):
         model = nnx.merge(graphdef, params)
         return token_logprobs(model, tokens_BxL, valid_BxL, chunk=logprob_chunk, with_entropy=False,
-                              segment_ids_BxL=segment_ids_BxL)[0]
+                              segment_ids_BxL=segment_ids_BxL, at_BxP=at_BxP)[0]
 
     return logprob_fn

@@ -47,7 +47,7 @@ from prover_jax.sampling import Driver, SamplingParams
 from prover_jax.sharding import make_mesh
 from prover_jax.training import build, evaluation, sft
 from prover_jax.training.build import mesh_devices, mesh_shape, model_runtime
-from prover_jax.training.batch import first_fit, pack, padded_length
+from prover_jax.training.batch import POLICY_MULTIPLE, first_fit, pack, padded_length, policy_positions
 from prover_jax.training.loss import check_sampling
 from prover_jax.training.checkpoints import Checkpoints
 from prover_jax.training.metrics import CompileCounter, merge_rows
@@ -86,6 +86,8 @@ class Trainer:
         # checkpointed once in W/reference, so a resumed run keeps the same reference
         self.ref_params = None
         self.ref_ckpts = Checkpoints(self.root / "reference", keep=1) if c.loss.kl_coef > 0 else None
+        if c.train.logits not in ("all", "policy"):
+            raise ValueError(f"train.logits: unknown value {c.train.logits!r}; expected all or policy")
         if 0 < c.train.max_tokens_per_row < c.rollout.max_target_length:
             raise ValueError(f"train.max_tokens_per_row = {c.train.max_tokens_per_row} is below "
                              f"rollout.max_target_length = {c.rollout.max_target_length}: a packed row must hold the "
@@ -275,6 +277,10 @@ class Trainer:
         L = padded_length(max(n for n, _ in shapes), c.train.length_multiple, c.rollout.max_target_length)
         B = max(b for _, b in shapes)  # equal rows on every process
         rows = pack(trajs, flat_adv, B, length=L, max_tokens_per_row=cap, num_rows=B)
+        if c.train.logits == "policy":  # the vocab projection at the policy tokens only: P agreed over processes
+            most = max(dist.allgather_json(int(rows["loss_mask"].sum(-1).max())))
+            rows["policy_at"] = policy_positions(rows["loss_mask"], min(-(-max(most, 1) // POLICY_MULTIPLE)
+                                                                        * POLICY_MULTIPLE, rows["tokens"].shape[-1]))
         batch = dist.global_batch({k: v[0] for k, v in rows.items()}, self.mesh, c.train.micro_batch_size)
         if self.ref_ckpts is not None:
             if self.ref_params is None:  # the first RL step of the run: the policy RL starts from
@@ -328,10 +334,12 @@ class Trainer:
         from prover_jax.training.step import make_logprob_fn
         if not hasattr(self, "_logprob_fn"):
             one = make_logprob_fn(self.graphdef, logprob_chunk=self.config.train.logprob_chunk or None)
-            self._logprob_fn = jax.jit(lambda p, rows: jax.lax.map(lambda r: one(p, *r), rows),
-                                       out_shardings=batch["tokens"].sharding)
-        rows = (batch["tokens"], batch["valid"]) + ((batch["segment_ids"],) if "segment_ids" in batch else ())
-        return self._logprob_fn(params, rows)
+            self._logprob_fn = jax.jit(
+                lambda p, rows: jax.lax.map(lambda r: one(p, r["tokens"], r["valid"], r.get("segment_ids"),
+                                                          r.get("policy_at")), rows),
+                out_shardings=batch["tokens"].sharding)
+        keys = ("tokens", "valid", "segment_ids", "policy_at")
+        return self._logprob_fn(params, {k: batch[k] for k in keys if k in batch})
 
     def _task_splits(self) -> dict:
         return evaluation.task_splits(self.pool, self.config.env.name)

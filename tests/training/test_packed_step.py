@@ -1,5 +1,6 @@
-"""Packed rows in training: first-fit placement, and the train step, the reference log-prob pass and
-a trainer's RL step on packed rows equal their unpacked counterparts (fp32), for every aggregation."""
+"""Packed rows and policy-token logits in training: first-fit placement, and the train step, the
+reference log-prob pass and a trainer's RL step on packed rows, or projecting onto the vocabulary at
+the policy tokens only (train.logits = "policy"), equal the plain ones (fp32), for every aggregation."""
 
 import jax
 import jax.numpy as jnp
@@ -9,9 +10,9 @@ from flax import nnx
 
 from prover_jax.rollout.trajectory import Trajectory
 from prover_jax.training import trainer as trainer_lib
-from prover_jax.training.batch import first_fit, pack
+from prover_jax.training.batch import first_fit, pack, policy_positions
 from prover_jax.training.config import default_config
-from prover_jax.training.loss import AGGREGATIONS
+from prover_jax.training.loss import AGGREGATIONS, token_logprobs
 from prover_jax.training.step import init_train_state, make_logprob_fn, make_optimizer, make_train_step
 
 from helpers.demo_config import trainer_config
@@ -53,7 +54,8 @@ def test_packed_batch_layout():
 
 
 @pytest.mark.parametrize("aggregation", AGGREGATIONS.names())
-def test_packed_train_step_equals_unpacked(aggregation):
+@pytest.mark.parametrize("at_policy", [False, True], ids=["logits_all", "logits_policy"])
+def test_packed_train_step_equals_unpacked(aggregation, at_policy):
     model = tiny_model(CFG)
     graphdef = nnx.graphdef(model)
     opt_cfg = default_config().optim
@@ -66,6 +68,8 @@ def test_packed_train_step_equals_unpacked(aggregation):
     trajs, advs = trajectories()
     plain = pack(trajs, advs, micro_batch_size=3, length=64)  # [2, 3, 64]
     packed = pack(trajs, advs, micro_batch_size=1, max_tokens_per_row=64)  # [2, 1, 64]
+    if at_policy:  # the packed run also projects at its policy tokens only
+        packed["policy_at"] = policy_positions(packed["loss_mask"], 128)
     (s1, m1), (s2, m2) = (step(jax.tree.map(jnp.asarray, init), b) for b in (plain, packed))
     assert int(m1["num_seqs"]) == int(m2["num_seqs"]) == len(LENGTHS)
     for k in ("loss", "pg_loss", "clip_frac", "ratio_mean", "entropy", "num_tokens"):
@@ -90,13 +94,32 @@ def test_reference_logprobs_of_packed_rows_equal_unpacked():
     np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5)
 
 
+def test_token_logprobs_at_policy_positions_equal_the_full_projection():
+    model = tiny_model(CFG)
+    trajs, advs = trajectories(2)
+    b = {k: v.reshape(-1, 64) for k, v in pack(trajs, advs, 1, length=64).items()}
+    at = policy_positions(b["loss_mask"], 64)
+    for chunk in (None, 16):
+        full_lp, full_ent = token_logprobs(model, b["tokens"], b["valid"], chunk=chunk)
+        lp, ent = token_logprobs(model, b["tokens"], b["valid"], chunk=chunk, at_BxP=at)
+        m = b["loss_mask"]
+        np.testing.assert_allclose(np.asarray(lp)[m], np.asarray(full_lp)[m], atol=1e-6, rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(ent)[m], np.asarray(full_ent)[m], atol=1e-6, rtol=1e-6)
+        assert not np.asarray(lp)[~m].any() and not np.asarray(ent)[~m].any()
+    with pytest.raises(ValueError, match="more than P = 4"):
+        policy_positions(b["loss_mask"], 4)
+
+
 def test_trainer_rl_step_packed_equals_unpacked(tmp_path):
     rows = {}
-    for cap in (0, 1024):
+    for cap, logits in ((0, "all"), (1024, "policy")):
         c = trainer_config()
         c.sft.steps = 0
         c.credit.method = "grpo"
+        c.loss.kl_coef = 0.1  # the reference pass too (its first step: the reference is the policy)
         c.train.max_tokens_per_row = cap
+        c.train.logits = logits
+        c.optim.name = "sgd"  # Adam would turn the 1e-9 noise of near-zero gradients into lr-sized steps
         t = trainer_lib.Trainer(c, str(tmp_path / f"cap{cap}"))
         try:
             rows[cap] = t.rl_step()
@@ -105,7 +128,7 @@ def test_trainer_rl_step_packed_equals_unpacked(tmp_path):
             t.close()
     a, b = rows[0], rows[1024]
     assert a["applied"] and b["applied"] and a["success_rate"] == b["success_rate"]
-    for k in ("loss", "num_seqs", "num_tokens", "ratio_mean"):
+    for k in ("loss", "num_seqs", "num_tokens", "ratio_mean", "kl", "grad_norm"):
         np.testing.assert_allclose(b[k], a[k], rtol=1e-5, atol=1e-7, err_msg=k)
     for x, y in zip(jax.tree.leaves(a["params"]), jax.tree.leaves(b["params"])):
         np.testing.assert_allclose(y, x, atol=1e-5, rtol=1e-4)
