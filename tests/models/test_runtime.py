@@ -143,3 +143,19 @@ def test_dot_product_attention_matches_dense_with_padding():
     assert np.isfinite(np.asarray(got)) and all(np.isfinite(np.asarray(g)).all() for g in got_g)
     assert flash.supported("cudnn", T, 256) is None and "head dim" in flash.supported("cudnn", T, 320)
     assert not flash.cudnn_available() or jax.default_backend() == "gpu"
+
+
+def test_the_cached_prefill_runs_the_models_runtime():
+    """model.runtime is a constructor argument, and the cached prefill takes its delta-rule settings:
+    under bf16 delta-rule matmuls (chunk 64, blockwise inverse) the prefill's logits equal the uncached
+    forward under the same runtime, and differ from the fp32 default by the bf16 rounding."""
+    bf16 = Runtime(gdn_chunk=64, gdn_matmul_dtype="bfloat16", gdn_inverse_block=16)
+    model = qwen3_5.Qwen3_5(CFG, rngs=nnx.Rngs(0), runtime=bf16)
+    assert model.runtime == bf16
+    tokens, _ = _inputs(T=40)
+    uncached = model(tokens)
+    prefill, _ = model(tokens, cache=qwen3_5.init_cache(CFG, tokens.shape[0], 64))
+    np.testing.assert_allclose(np.asarray(prefill), np.asarray(uncached), atol=2e-5, rtol=2e-5)
+    model.runtime = Runtime()
+    fp32 = model(tokens)
+    assert float(jnp.abs(fp32 - uncached).max()) > 100 * float(jnp.abs(prefill - uncached).max() + 1e-9)

@@ -14,8 +14,9 @@ its run, the Gated DeltaNet conv and state restarted at its start; positions_BxT
 restarting at 0 in each sequence. Each sequence's outputs then equal running it alone. Attention "cudnn"
 refuses packed rows (see `flash`): use dense, splash or xla.
 
-How the uncached forward runs (training, scoring) is set by `model.runtime` (a `Runtime`, part of the
-graph, so a jitted step sees it as static): `scan_layers` runs ONE traced copy of the repeating block
+How the uncached forward runs (training, scoring) is set by `model.runtime` (a `Runtime`, a constructor
+argument or set afterwards, part of the graph, so a jitted step sees it as static; the cached prefill
+takes its delta-rule settings too, its attention is always dense): `scan_layers` runs ONE traced copy of the repeating block
 (e.g. 3 Gated DeltaNet + 1 full attention layer) under `lax.scan` over the blocks' stacked weights, so
 compile time does not grow with depth; `remat` recomputes each block's activations in the backward
 pass (none | full | dots: matmul outputs without batch dimensions are kept); `attention` picks the
@@ -193,12 +194,12 @@ class Qwen3_5(nnx.Module):
     """Qwen3.5 text model. `dtype` = compute dtype, `param_dtype` = storage dtype."""
 
     def __init__(self, cfg: Qwen3_5Config, *, rngs: nnx.Rngs, dtype=jnp.float32,
-                 param_dtype=jnp.float32, mesh: Mesh | None = None):
+                 param_dtype=jnp.float32, mesh: Mesh | None = None, runtime: Runtime | None = None):
         kw = dict(rngs=rngs, dtype=dtype, param_dtype=param_dtype)
         self.config = cfg
         self.dtype = dtype
         self.mesh = mesh
-        self.runtime = Runtime()
+        self.runtime = Runtime() if runtime is None else runtime
         self.embed_tokens = _param(rngs, _normal(), (cfg.vocab_size, cfg.hidden_size), param_dtype,
                                    ("vocab", "embed"))
         self.layers = nnx.List([DecoderLayer(cfg, kind, **kw) for kind in cfg.layer_types])
@@ -260,7 +261,7 @@ class Qwen3_5(nnx.Module):
         new_layers = []
         for i, layer in enumerate(self.layers):
             h, c = layer(h, positions=positions, valid=valid, key_valid=key_valid, cache=cache.layers[i],
-                         write_pos=write_pos, valid_len=valid_len_B)
+                         write_pos=write_pos, valid_len=valid_len_B, runtime=self.runtime)
             h = constrain(h, ACT, self.mesh)
             new_layers.append(c)
         return self.norm(h), Cache(layers=tuple(new_layers), pos=cache.pos + valid_len_B)
