@@ -1,5 +1,6 @@
 """bench/rl_step.py and bench/sampler.py in --smoke mode (tiny sizes) run end to end and print every
-figure their full runs print, so neither can rot between the runs that time them. (bench/accelerator.py
+figure their full runs print, so neither can rot between the runs that time them; bench/packing_fill.py
+runs on the tests' tiny trainer config. (bench/accelerator.py
 --dry_run and bench/serve.py --quick have their own tests.)"""
 
 import json
@@ -37,3 +38,15 @@ def test_sampler_smoke():
     assert by["decode"]["prover_jax_tok_s"] > 0 and by["decode"]["ratio"] > 0
     assert by["fork"]["speedup"] > 0 and by["multiturn"]["speedup"] > 0
     assert by["multiturn"]["greedy_histories_identical"]  # extension and re-prefill play the same episodes
+
+
+def test_packing_fill_runs(tmp_path):
+    """bench/packing_fill.py on the tests' tiny trainer config (a random policy plays one batch)."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "packing_fill.py"),
+                          f"--config={ROOT}/tests/helpers/demo_config.py", f"--workdir={tmp_path}"],
+                         capture_output=True, text=True, timeout=900, cwd=ROOT, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    (row,) = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    assert row["episodes"] == 4 and 0 < row["unpacked_fill"] <= 1 and 0 < row["packed_fill_mb1"] <= 1
+    assert row["packed_fill_mb1"] >= row["unpacked_fill"] * 0.99 or row["packed_rows"] == row["episodes"]
