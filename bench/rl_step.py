@@ -13,6 +13,7 @@ per round, --warmup untimed rounds (compiles, caches) then --steps timed ones:
     prover         credit prover, contrastive judge
     prover_openai  credit prover, the openai judge against a scripted OpenAI-compatible endpoint on
                    localhost that answers every call after --judge_latency_s (cache off)
+    *_packed       (e.g. grpo_packed) the same, updating on packed rows with policy-token logits
 Then the driver's host overhead per decode step: the wall time of 32 requests of 64 tokens through
 the driver (fixed length, no stop), less the time of their one batched prefill alone, per decode
 step, minus the time of the jitted generate step alone (chained steps, one block at the end), all
@@ -141,10 +142,21 @@ def sft_policy(root: str) -> str:
     return path
 
 
+PACKED_MICRO_BATCH = 4  # packed rows per micro-batch (the row count is rounded up to it)
+
+
 def variant_config(name: str, base_url: str):
+    """The demo config of variant `name`; a `_packed` suffix (grpo_packed, prover_packed) adds packed
+    rows of rollout.max_target_length tokens, PACKED_MICRO_BATCH rows per micro-batch, and the vocab
+    projection at the policy tokens only (train.logits = policy)."""
     c = demo_config()
     c.sft.steps = FLAGS.sft_steps
     c.train.steps = 10 ** 6
+    if name.endswith("_packed"):
+        name = name[:-len("_packed")]
+        c.train.max_tokens_per_row = c.rollout.max_target_length
+        c.train.micro_batch_size = PACKED_MICRO_BATCH
+        c.train.logits = "policy"
     if name == "grpo":
         c.credit.method = "grpo"
     elif name == "prover":
@@ -157,7 +169,8 @@ def variant_config(name: str, base_url: str):
         c.judge.openai.api_key_env = ""
         c.judge.openai.timeout_s = 30.0
     else:
-        raise ValueError(f"unknown variant {name!r}; choose from grpo, prover, prover_openai")
+        raise ValueError(f"unknown variant {name!r}; choose from grpo, prover, prover_openai (each with an "
+                         "optional _packed suffix)")
     return c
 
 
@@ -203,6 +216,7 @@ def time_variants(names, sft_dir: str, root: str, base_url: str) -> dict:
             "rollout_tokens_per_s": float(sum(x["policy_tokens"] for x in r)
                                           / max(sum(x["time/rollout_s"] for x in r), 1e-9)),
             "compiles": float(np.mean([x.get("compiles", -1) for x in r])),
+            "batch_fill": float(np.mean([x.get("batch_fill", 0.0) for x in r])),
             **{k: float(np.mean([x[k] for x in r])) for k in r[0] if k.startswith("time/")}}
     return out
 
@@ -307,6 +321,12 @@ def main(argv):
     if g:
         out["grpo_step_s"] = g["step_s"]
         out["rollout_tokens_per_s"] = g["rollout_tokens_per_s"]
+    for name in ("grpo", "prover"):  # packed vs one episode per row: the update's time and the batch fill
+        packed = results.get(f"{name}_packed")
+        if packed and name in results:
+            out[f"{name}_packed_step_s"] = packed["step_s"]
+            out[f"{name}_packed_update_over_unpacked"] = (packed.get("time/update_s", 0)
+                                                          / max(results[name].get("time/update_s", 0), 1e-9))
     prover = [results[n] for n in ("prover", "prover_openai") if n in results]
     if prover:
         out["eligible_frac"] = sum(r["eligible_frac"] for r in prover) / len(prover)

@@ -20,8 +20,9 @@ def run_bench(name: str, *args: str) -> list[dict]:
 
 
 def test_rl_step_smoke(tmp_path):
-    *_, out = run_bench("rl_step.py", f"--workdir={tmp_path}")
-    assert set(out["variants"]) == {"grpo", "prover", "prover_openai"}
+    *_, out = run_bench("rl_step.py", f"--workdir={tmp_path}", "--variants=grpo,prover,prover_openai,grpo_packed")
+    assert set(out["variants"]) == {"grpo", "prover", "prover_openai", "grpo_packed"}
+    assert 0 < out["variants"]["grpo_packed"]["batch_fill"] <= 1 and out["grpo_packed_update_over_unpacked"] > 0
     for key in ("grpo_step_s", "prover_step_s", "prover_over_grpo", "prover_openai_over_grpo", "eligible_frac",
                 "rollout_tokens_per_s", "decode_step_ms", "decode_host_overhead_ms"):
         assert out[key] >= 0, key
