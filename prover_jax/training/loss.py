@@ -21,6 +21,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from prover_jax.models.qwen3_5 import packing
 from prover_jax.registry import Registry
 
 LOG_RATIO_CLAMP = 20.0  # |logp - logp_old| is clipped here before exp (as verl does)
@@ -64,6 +65,13 @@ def _project(model, h_BxNxD, targets_BxN, chunk: int | None, with_entropy: bool)
             entropy.swapaxes(0, 1).reshape(B, num * chunk)[:, :n])
 
 
+def _at_positions(h_BxLxD, tokens_BxL, at_BxP):
+    """(h [B, P, D] predicting each asked position, its target tokens [B, P]): position t is predicted
+    from the hidden state at t - 1."""
+    h_BxPxD = jnp.take_along_axis(h_BxLxD, jnp.maximum(at_BxP - 1, 0)[..., None], axis=1)
+    return h_BxPxD, jnp.take_along_axis(tokens_BxL, at_BxP, axis=1)
+
+
 def token_logprobs(model, tokens_BxL, valid_BxL, chunk: int | None = None, with_entropy: bool = True,
                    segment_ids_BxL=None, at_BxP=None):
     """(logp [B, L], entropy [B, L]) in fp32 under `model`.
@@ -80,9 +88,7 @@ def token_logprobs(model, tokens_BxL, valid_BxL, chunk: int | None = None, with_
     B, L = tokens_BxL.shape
     h_BxLxD = _hidden(model, tokens_BxL, valid_BxL, segment_ids_BxL)
     if at_BxP is not None:
-        prev = jnp.maximum(at_BxP - 1, 0)
-        h_BxPxD = jnp.take_along_axis(h_BxLxD, prev[..., None], axis=1)
-        targets = jnp.take_along_axis(tokens_BxL, at_BxP, axis=1)
+        h_BxPxD, targets = _at_positions(h_BxLxD, tokens_BxL, at_BxP)
         logp_P, entropy_P = _project(model, h_BxPxD, targets, chunk, with_entropy)
         keep = (at_BxP > 0) & jnp.take_along_axis(valid_BxL.astype(bool), at_BxP, axis=1)
         rows = jnp.arange(B)[:, None]
@@ -100,10 +106,7 @@ def selected_logprobs(model, tokens_BxL, valid_BxL, at_BxP):
     """log p(tokens[b, at[b, j]] | tokens[b, :at[b, j]]) [B, P] in fp32: the vocab projection runs
     only at the P positions asked for (positions >= 1), not at all L. A loss that needs few positions
     (the policy tokens of a demonstration) pays for the logits of those alone."""
-    h_BxLxD = model.hidden(tokens_BxL, mask_BxT=valid_BxL)
-    prev = jnp.maximum(at_BxP - 1, 0)
-    h_BxPxD = jnp.take_along_axis(h_BxLxD, prev[..., None], axis=1)
-    targets = jnp.take_along_axis(tokens_BxL, at_BxP, axis=1)
+    h_BxPxD, targets = _at_positions(model.hidden(tokens_BxL, mask_BxT=valid_BxL), tokens_BxL, at_BxP)
     logp, _ = _chunk_logprobs(model, h_BxPxD, targets)
     return logp
 
@@ -135,8 +138,7 @@ def sequence_sums(segment_ids_BxL=None):
     if segment_ids_BxL is None:
         return lambda x_BxL: jnp.sum(x_BxL, axis=-1)
     B, L = segment_ids_BxL.shape
-    starts = jnp.pad(segment_ids_BxL[:, 1:] != segment_ids_BxL[:, :-1], ((0, 0), (1, 0)), constant_values=True)
-    ids = (jnp.arange(B)[:, None] * L + jnp.cumsum(starts, axis=1) - 1).reshape(-1)
+    ids = (jnp.arange(B)[:, None] * L + packing.sequence_index(segment_ids_BxL) - 1).reshape(-1)
     return lambda x_BxL: jax.ops.segment_sum(x_BxL.reshape(-1), ids, num_segments=B * L)
 
 

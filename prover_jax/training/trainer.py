@@ -279,8 +279,8 @@ class Trainer:
         rows = pack(trajs, flat_adv, B, length=L, max_tokens_per_row=cap, num_rows=B)
         if c.train.logits == "policy":  # the vocab projection at the policy tokens only: P agreed over processes
             most = max(dist.allgather_json(int(rows["loss_mask"].sum(-1).max())))
-            rows["policy_at"] = policy_positions(rows["loss_mask"], min(-(-max(most, 1) // POLICY_MULTIPLE)
-                                                                        * POLICY_MULTIPLE, rows["tokens"].shape[-1]))
+            P = padded_length(max(most, 1), POLICY_MULTIPLE, rows["tokens"].shape[-1])
+            rows["policy_at"] = policy_positions(rows["loss_mask"], P)
         batch = dist.global_batch({k: v[0] for k, v in rows.items()}, self.mesh, c.train.micro_batch_size)
         if self.ref_ckpts is not None:
             if self.ref_params is None:  # the first RL step of the run: the policy RL starts from
