@@ -6,8 +6,9 @@ TPU compiler says about them, one JSON line per program.
 
 Fields: per_device_gib = argument + output - aliased + temporary bytes per chip (memory_analysis);
 fits = per_device_gib <= hbm_gib; headroom = 1 - per_device / hbm. With a judge served beside training
-(judge.serve), judge_generate / judge_prefill are its engine's programs and a last `together` row adds
-up what one chip holds at once (train step + rollout engine resident + judge decode step). flops_per_device = the jaxpr's
+(judge.serve), judge_generate / judge_prefill are its engine's programs; logprob is the reference /
+proximal log-prob pass (compiled by default when the config uses one). With either, a last `together`
+row adds up what one chip holds at once (`together`'s docstring). flops_per_device = the jaxpr's
 matmul flops (loops counted per iteration) / chips; xla_flops_per_device is the compiler's own count,
 which counts a loop body once (loop_factor = their ratio). bytes_accessed_per_device = HBM bytes read
 and written per chip, from the optimised HLO with while bodies times their trip counts (hlo_bytes;
@@ -67,6 +68,9 @@ def analyse(prog, compiled, hlo_text: str, chip, n_devices: int, compile_s: floa
     opt = cost.get("optimal_seconds")
     if opt is not None and opt > 0:
         out["optimal_seconds"] = opt
+    if prog.fn == "logprob":
+        out["params_gib"] = round(prog.params_bytes / GIB, 6)
+        out["resident_gib"] = round(prog.resident_bytes / GIB, 6)
     if prog.fn == "generate":
         out["hbm_floor_s"] = mem.argument_size_in_bytes / chip.hbm_bandwidth
         out["vs_floor"] = round(est / out["hbm_floor_s"], 2) if out["hbm_floor_s"] else None
@@ -117,19 +121,33 @@ def run(config, topology: str, fns, hlo_dir: str = "") -> list[dict]:
 
 
 def together(rows: list[dict], topology: str) -> dict | None:
-    """What one chip of the first host holds at once when the judge is served beside training: the
-    train step's peak + the rollout engine's resident weights and decode state (generate's arguments)
-    + the judge engine's decode step (its weights, state and temporaries). None without all three."""
+    """What one chip of the first host holds at once, when the run has more than the train step and
+    the rollout engine on it (a judge served beside training, or a log-prob pass):
+
+        peak = max(update, logprob pass) + generate's arguments (the engine's resident weights and state)
+               + judge_generate's peak
+        update = train_step's peak + the reference params (held all run with loss.kl_coef > 0)
+        logprob pass = its peak - the params it scores + train_step's arguments + the reference params
+
+    None without train_step, generate and one of judge_generate / logprob."""
     by = {r["fn"]: r for r in rows if "per_device_gib" in r}
-    if not {"train_step", "generate", "judge_generate"} <= set(by):
+    if not {"train_step", "generate"} <= set(by) or not {"judge_generate", "logprob"} & set(by):
         return None
-    gib = by["train_step"]["per_device_gib"] + by["generate"]["argument_gib"] + by["judge_generate"]["per_device_gib"]
-    hbm = by["train_step"]["hbm_gib"]
+    train, parts = by["train_step"], {}
+    peak = parts["train_step"] = train["per_device_gib"]
+    if "logprob" in by:
+        lp = by["logprob"]
+        parts["reference_resident"] = lp["resident_gib"]
+        parts["logprob_pass"] = round(lp["per_device_gib"] - lp["params_gib"] + train["argument_gib"], 3)
+        peak = max(peak, parts["logprob_pass"]) + lp["resident_gib"]
+    parts["generate_resident"] = by["generate"]["argument_gib"]
+    gib = peak + parts["generate_resident"]
+    if "judge_generate" in by:
+        parts["judge_generate"] = by["judge_generate"]["per_device_gib"]
+        gib += parts["judge_generate"]
+    hbm = train["hbm_gib"]
     return {"fn": "together", "topology": topology, "per_device_gib": round(gib, 3), "hbm_gib": hbm,
-            "fits": gib <= hbm, "headroom": round(1 - gib / hbm, 3),
-            "parts_gib": {"train_step": by["train_step"]["per_device_gib"],
-                          "generate_resident": by["generate"]["argument_gib"],
-                          "judge_generate": by["judge_generate"]["per_device_gib"]}}
+            "fits": gib <= hbm, "headroom": round(1 - gib / hbm, 3), "parts_gib": parts}
 
 
 def main(argv=None):

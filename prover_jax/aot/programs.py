@@ -4,8 +4,10 @@
     for p in progs: compiled = p.jitted.trace(*p.args).lower().compile()
 
 train_step: the trainer's jitted update (its optimizer, loss, micro-batching, remat, shardings) on
-    a [M, micro_batch_size, L] batch, L = rollout.max_target_length (the longest bucket a run uses),
-    M = groups_per_step * group_size / micro_batch_size, on the config's (data, fsdp, tensor) mesh.
+    the largest batch a run builds (`train_batch`), on the config's (data, fsdp, tensor) mesh.
+logprob: the reference / proximal log-prob pass (loss.kl_coef > 0, or loss.tis_cap > 0 off-policy)
+    on that batch, in train.logprob_chunk chunks, under a second copy of the params (the reference,
+    held for the whole run) or the policy's own.
 generate: one decode step of the engine for all rollout.max_concurrent_decodes slots, on one host's
     devices (each host of a pod runs its own engine), weights in the compute dtype.
 prefill: one batched prefill of PREFILL_ROWS prompts of rollout.max_prefill_length tokens.
@@ -27,7 +29,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from prover_jax.models import qwen3_5
 from prover_jax.sharding import make_mesh, tree_shardings
 
-FNS = ("train_step", "generate", "prefill", "judge_generate", "judge_prefill")
+FNS = ("train_step", "logprob", "generate", "prefill", "judge_generate", "judge_prefill")
 JUDGE_FNS = ("judge_generate", "judge_prefill")
 PREFILL_ROWS = 8  # one group's prompts (the driver admits a group at a time)
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
@@ -42,6 +44,8 @@ class Program:
     tokens: int  # tokens processed per call
     model_flops: float  # analytic 6 N T (+ attention) for train, 2 N T for inference (global)
     kernel_flops: float = 0.0  # analytic flops inside Pallas kernels (uncounted by the jaxpr walk)
+    params_bytes: float = 0.0  # logprob: per chip, the params it scores under
+    resident_bytes: float = 0.0  # logprob: per chip, what the run holds beside the train state (the reference)
 
 
 def model_config(config) -> qwen3_5.Qwen3_5Config:
@@ -121,34 +125,89 @@ def _opt_state(optimizer, params, mesh):
     return jax.tree.map(place, abstract, is_leaf=is_param_tree)
 
 
-def train_program(config, mesh: Mesh) -> Program:
-    from prover_jax.training.step import TrainState, abstract_batch, make_optimizer, make_train_step
-    from prover_jax.training.build import model_runtime
-
+def uses_logprob_pass(config) -> bool:
+    """A run of `config` scores each batch before the update: under the reference policy
+    (loss.kl_coef > 0) or the proximal one (loss.tis_cap > 0 with rollout.off_policy_steps = 1)."""
     c = config
-    cfg = model_config(c)
-    runtime = model_runtime(c, mesh)
-    graphdef, params, _ = abstract_params(cfg, mesh, dtype=DTYPES[c.model.dtype],
-                                          param_dtype=DTYPES[c.model.param_dtype], runtime=runtime)
-    optimizer = make_optimizer(c.optim)
-    replicated = NamedSharding(mesh, P())
-    state = TrainState(params=params, opt_state=_opt_state(optimizer, params, mesh),
-                       step=jax.ShapeDtypeStruct((), jnp.int32, sharding=replicated))
+    return c.loss.kl_coef > 0 or (c.loss.tis_cap > 0 and int(c.rollout.off_policy_steps) > 0)
+
+
+def train_batch(config, mesh: Mesh) -> dict:
+    """The largest train batch a run of `config` builds, abstract: one episode per row
+    (rollout.groups_per_step x group_size rows; packing only lowers the row count), L =
+    train.max_tokens_per_row when packing, else rollout.max_target_length (the longest bucket); with
+    train.logits = "policy", policy_at of P = L positions (the bound the trainer pads to)."""
+    from prover_jax.training.step import abstract_batch
+    c = config
     rows = c.rollout.groups_per_step * c.rollout.group_size
     mb = c.train.micro_batch_size
     if rows % mb:
         raise ValueError(f"train.micro_batch_size {mb} does not divide the {rows} sequences of a step "
                          f"(rollout.groups_per_step x group_size)")
-    M, L = rows // mb, c.rollout.max_target_length
-    batch = abstract_batch(mesh, M, mb, L, kl=c.loss.kl_coef > 0)
+    cap = c.train.max_tokens_per_row
+    L = cap if cap > 0 else c.rollout.max_target_length
+    return abstract_batch(mesh, rows // mb, mb, L, kl=c.loss.kl_coef > 0,
+                          prox=c.loss.tis_cap > 0 and int(c.rollout.off_policy_steps) > 0, packed=cap > 0,
+                          policy=L if c.train.logits == "policy" else 0)
+
+
+def _policy_params(config, mesh: Mesh):
+    from prover_jax.training.build import model_runtime
+    c = config
+    runtime = model_runtime(c, mesh)
+    graphdef, params, _ = abstract_params(model_config(c), mesh, dtype=DTYPES[c.model.dtype],
+                                          param_dtype=DTYPES[c.model.param_dtype], runtime=runtime)
+    return graphdef, params, runtime
+
+
+def per_chip_bytes(tree) -> float:
+    """Bytes one chip holds of a tree of sharded ShapeDtypeStructs."""
+    return float(sum(math.prod(x.sharding.shard_shape(x.shape)) * jnp.dtype(x.dtype).itemsize
+                     for x in jax.tree.leaves(tree)))
+
+
+def train_program(config, mesh: Mesh) -> Program:
+    from prover_jax.training.step import TrainState, make_optimizer, make_train_step
+
+    c = config
+    cfg = model_config(c)
+    graphdef, params, runtime = _policy_params(c, mesh)
+    optimizer = make_optimizer(c.optim)
+    replicated = NamedSharding(mesh, P())
+    state = TrainState(params=params, opt_state=_opt_state(optimizer, params, mesh),
+                       step=jax.ShapeDtypeStruct((), jnp.int32, sharding=replicated))
+    batch = train_batch(c, mesh)
+    M, mb, L = batch["tokens"].shape
     step = make_train_step(graphdef, c.loss, optimizer, mesh=mesh,
                            logprob_chunk=c.train.logprob_chunk or None)
-    tokens = rows * L
+    tokens = M * mb * L
     per_token = 6.0 * matmul_params(cfg) + 3.0 * attention_flops_per_token(cfg, L // 2)
     kernel = 0.0
     if runtime.attention in ("splash", "cudnn"):  # kernels: forward, backward (2x), the remat's forward again
         kernel = (3.0 + (runtime.remat != "none")) * full_attention_flops_per_token(cfg, L // 2) * tokens
     return Program("train_step", step.jitted(state), (state, batch), mesh, tokens, per_token * tokens, kernel)
+
+
+def logprob_program(config, mesh: Mesh) -> Program:
+    """The trainer's log-prob pass (`make_batch_logprob_fn`) on `train_batch`'s rows."""
+    from prover_jax.training.step import LOGPROB_KEYS, make_batch_logprob_fn
+
+    c = config
+    cfg = model_config(c)
+    graphdef, params, runtime = _policy_params(c, mesh)
+    batch = train_batch(c, mesh)
+    rows = {k: batch[k] for k in LOGPROB_KEYS if k in batch}
+    M, mb, L = rows["tokens"].shape
+    fn = make_batch_logprob_fn(graphdef, logprob_chunk=c.train.logprob_chunk or None,
+                               out_sharding=rows["tokens"].sharding)
+    tokens = M * mb * L
+    per_token = 2.0 * matmul_params(cfg) + attention_flops_per_token(cfg, L // 2)
+    kernel = 0.0
+    if runtime.attention in ("splash", "cudnn"):
+        kernel = full_attention_flops_per_token(cfg, L // 2) * tokens
+    params_bytes = per_chip_bytes(params)
+    return Program("logprob", fn, (params, rows), mesh, tokens, per_token * tokens, kernel,
+                   params_bytes=params_bytes, resident_bytes=params_bytes if c.loss.kl_coef > 0 else 0.0)
 
 
 def host_mesh(mesh: Mesh, tensor: int) -> Mesh:
@@ -200,8 +259,10 @@ def serves_judge(config) -> bool:
 
 
 def default_fns(config) -> tuple[str, ...]:
-    """The programs a run of `config` compiles: the judge's too when it is served beside training."""
-    return FNS if serves_judge(config) else tuple(f for f in FNS if f not in JUDGE_FNS)
+    """The programs a run of `config` compiles: the log-prob pass when it uses one, the judge's when
+    it is served beside training."""
+    skip = (() if serves_judge(config) else JUDGE_FNS) + (() if uses_logprob_pass(config) else ("logprob",))
+    return tuple(f for f in FNS if f not in skip)
 
 
 def judge_as_policy(config, host_devices: int):
@@ -233,6 +294,7 @@ def programs(config, devices, fns=None) -> list[Program]:
                          f"chips: set config.mesh so that data * fsdp * tensor = {len(devices)}")
     mesh = make_mesh(shape, devices=devices)
     out = [train_program(config, mesh)] if "train_step" in fns else []
+    out += [logprob_program(config, mesh)] if "logprob" in fns else []
     out += engine_programs(config, mesh, fns)
     judge = [f[len("judge_"):] for f in fns if f in JUDGE_FNS]
     if judge:

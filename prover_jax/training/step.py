@@ -40,13 +40,17 @@ BATCH_DTYPES = dict(tokens=jnp.int32, valid=jnp.bool_, loss_mask=jnp.bool_, adva
 
 
 def abstract_batch(mesh, M: int, mb: int, L: int, kl: bool = False, prox: bool = False,
-                   packed: bool = False) -> dict:
-    """ShapeDtypeStructs of a [M, mb, L] train batch laid out as the trainer places it."""
+                   packed: bool = False, policy: int = 0) -> dict:
+    """ShapeDtypeStructs of a [M, mb, L] train batch laid out as the trainer places it (with
+    `policy` = P > 0, policy_at [M, mb, P] too)."""
     from prover_jax.distributed.arrays import batch_sharding
     sh = batch_sharding(mesh, (M, mb, L))
     keys = (BATCH_KEYS + (("ref_logprobs",) if kl else ()) + (("prox_logprobs",) if prox else ())
             + (("segment_ids",) if packed else ()))
-    return {k: jax.ShapeDtypeStruct((M, mb, L), BATCH_DTYPES[k], sharding=sh) for k in keys}
+    out = {k: jax.ShapeDtypeStruct((M, mb, L), BATCH_DTYPES[k], sharding=sh) for k in keys}
+    if policy > 0:
+        out["policy_at"] = jax.ShapeDtypeStruct((M, mb, policy), jnp.int32, sharding=batch_sharding(mesh, (M, mb, policy)))
+    return out
 
 
 DECAYS = ("cosine", "linear")
@@ -313,3 +317,17 @@ def make_logprob_fn(graphdef, *, logprob_chunk: int | None = None):
                               segment_ids_BxL=segment_ids_BxL, at_BxP=at_BxP)[0]
 
     return logprob_fn
+
+
+def make_batch_logprob_fn(graphdef, *, logprob_chunk: int | None = None, out_sharding=None):
+    """Jitted fn(params, rows) -> logp [M, mb, L]: `make_logprob_fn` over a train batch's micro-batches
+    (lax.map), rows = {tokens, valid, and segment_ids / policy_at when the batch has them}, each
+    [M, mb, .]. The reference (loss.kl_coef > 0) and proximal (loss.tis_cap > 0) log-prob pass; the
+    output laid out as `out_sharding` (the batch's)."""
+    one = make_logprob_fn(graphdef, logprob_chunk=logprob_chunk)
+    return jax.jit(lambda p, rows: jax.lax.map(lambda r: one(p, r["tokens"], r["valid"], r.get("segment_ids"),
+                                                             r.get("policy_at")), rows),
+                   out_shardings=out_sharding)
+
+
+LOGPROB_KEYS = ("tokens", "valid", "segment_ids", "policy_at")  # the batch keys the log-prob pass reads

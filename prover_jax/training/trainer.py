@@ -331,14 +331,11 @@ class Trainer:
     def _ref_logprobs(self, batch, params):
         """Log-probs [M, mb, L] of the batch under `params` (the reference or proximal policy),
         sharded like the batch."""
-        from prover_jax.training.step import make_logprob_fn
+        from prover_jax.training.step import LOGPROB_KEYS, make_batch_logprob_fn
         if not hasattr(self, "_logprob_fn"):
-            one = make_logprob_fn(self.graphdef, logprob_chunk=self.config.train.logprob_chunk or None)
-            self._logprob_fn = jax.jit(
-                lambda p, rows: jax.lax.map(lambda r: one(p, r["tokens"], r["valid"], r.get("segment_ids"),
-                                                          r.get("policy_at")), rows),
-                out_shardings=batch["tokens"].sharding)
-        keys = ("tokens", "valid", "segment_ids", "policy_at")
+            self._logprob_fn = make_batch_logprob_fn(self.graphdef, logprob_chunk=self.config.train.logprob_chunk or None,
+                                                     out_sharding=batch["tokens"].sharding)
+        keys = LOGPROB_KEYS
         return self._logprob_fn(params, {k: batch[k] for k in keys if k in batch})
 
     def _task_splits(self) -> dict:

@@ -127,3 +127,61 @@ def test_a_judge_served_beside_training_is_counted(tiny_model):
     c.judge.serve.tensor = 1
     (row,) = run(c, "v5e-8", ["judge_generate"])
     assert row["fn"] == "judge_generate" and row["fits"] is False
+
+
+def test_the_logprob_pass_is_a_named_program(tiny_model, tmp_path):
+    """loss.kl_coef > 0: the reference log-prob pass is compiled by default, honours
+    train.logprob_chunk (no [mb, L, V] logits), and `together` holds the reference params beside it."""
+    _need_libtpu()
+    from prover_jax.aot.cli import run
+    from prover_jax.aot.programs import default_fns
+    assert "logprob" not in default_fns(aot_config(tiny_model))
+    c = aot_config(tiny_model, (1, 8, 1), loss__kl_coef=0.05)
+    assert default_fns(c) == ("train_step", "logprob", "generate", "prefill")
+    rows = run(c, "v6e-8", None)
+    by = {r["fn"]: r for r in rows}
+    assert list(by) == ["train_step", "logprob", "generate", "prefill", "together"]
+    lp, train, t = by["logprob"], by["train_step"], by["together"]
+    assert lp["fits"] and lp["flops_per_device"] > 0 and 0 < lp["params_gib"] == lp["resident_gib"]
+    parts = t["parts_gib"]
+    assert parts["logprob_pass"] == pytest.approx(lp["per_device_gib"] - lp["params_gib"] + train["argument_gib"],
+                                                  abs=2e-3)
+    want = max(train["per_device_gib"], parts["logprob_pass"]) + lp["resident_gib"] + by["generate"]["argument_gib"]
+    assert t["per_device_gib"] == pytest.approx(want, abs=2e-3)
+    # the proximal pass (off-policy with truncated IS) scores under the policy's own params: nothing resident
+    (prox,) = run(aot_config(tiny_model, (1, 8, 1), loss__tis_cap=2.0, rollout__off_policy_steps=1), "v6e-8",
+                  ["logprob"])
+    assert prox["resident_gib"] == 0 and prox["fits"]
+
+    # chunked over positions: the largest vocabulary-wide array the pass builds is [mb, chunk, V], never
+    # the whole [mb, L, V] (on TPU the compiler may fuse either away, so the jaxpr is what is checked)
+    from prover_jax.aot.programs import programs
+    from prover_jax.aot.chips import parse_slice, slice_devices
+    big = tmp_path / "big_vocab"
+    big.mkdir()
+    V = 5000  # no other axis of the model has this size
+    (big / "config.json").write_text(json.dumps(dict(TINY, vocab_size=V)))
+    widest = {}
+    for chunk in (0, 64):
+        c = aot_config(str(big), (1, 8, 1), loss__kl_coef=0.05, train__logprob_chunk=chunk)
+        (prog,) = programs(c, slice_devices(parse_slice("v6e-8")), ["logprob"])
+        widest[chunk] = _largest_with_last_dim(prog.jitted.trace(*prog.args).jaxpr, V)
+    assert widest[0] >= 8 * 255 * V and widest[64] == 8 * 64 * V, widest  # L - 1 = 255 positions predict
+
+
+def _largest_with_last_dim(jaxpr, dim: int) -> int:
+    """The most elements of any value in `jaxpr` (sub-jaxprs included) whose last axis is `dim`."""
+    import math
+    from jax.extend import core
+    best = 0
+    for eqn in jaxpr.eqns:
+        for v in eqn.outvars:
+            shape = getattr(v.aval, "shape", ())
+            if shape and shape[-1] == dim:
+                best = max(best, math.prod(shape))
+        for p in eqn.params.values():
+            for sub in (p if isinstance(p, (list, tuple)) else [p]):
+                inner = getattr(sub, "jaxpr", sub)
+                if isinstance(inner, core.Jaxpr):
+                    best = max(best, _largest_with_last_dim(inner, dim))
+    return best
