@@ -116,6 +116,7 @@ def default_config() -> ml_collections.ConfigDict:
     c.optim.decay_steps = 0  # > 0: after warmup the rate decays over this many updates; 0 = constant
     c.optim.decay = "cosine"  # cosine | linear (with decay_steps > 0)
     c.optim.end_lr_frac = 0.0  # the decayed rate ends at end_lr_frac * learning_rate
+    c.optim.schedule = "warmup_decay"  # warmup_decay (the fields above) | warmup_cosine (optax's, from 0)
 
     # Training loop.
     c.train = ml_collections.ConfigDict()
@@ -149,6 +150,14 @@ def default_config() -> ml_collections.ConfigDict:
     c.sft.learning_rate = 1e-3  # peak Adam learning rate
     c.sft.warmup_steps = 20  # linear warmup, then cosine decay
     c.sft.final_lr_frac = 0.05  # learning rate at the last step, as a fraction of the peak
+    # SFT's optimizer (the RL step's registry, `make_optimizer`; the schedule comes from the fields above)
+    c.sft.optim = ml_collections.ConfigDict()
+    c.sft.optim.name = "adam"  # adamw | adam | sgd
+    c.sft.optim.b1 = 0.9
+    c.sft.optim.b2 = 0.999
+    c.sft.optim.eps = 1e-8
+    c.sft.optim.weight_decay = 0.0  # adamw only
+    c.sft.optim.grad_clip = 1.0  # global-norm clip; 0 = off
 
     # Credit assignment.
     c.credit = ml_collections.ConfigDict()

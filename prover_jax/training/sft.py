@@ -1,5 +1,6 @@
 """Supervised warm start on expert demonstrations (a random policy never succeeds; GRPO needs
-mixed groups).
+mixed groups), through the RL update's own train step (`step.make_train_step`) with SFT's objective
+and optimizer:
 
     loss = - sum_t m_t log pi(x_t | x_<t) / sum_t m_t        (m = policy tokens of the demonstration)
 
@@ -15,9 +16,8 @@ import time
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
-import optax
-from flax import nnx
 from tqdm import tqdm
 
 from prover_jax.distributed import globalize, to_global
@@ -25,7 +25,7 @@ from prover_jax.rollout import Rollout
 from prover_jax.sampling import SamplingParams
 from prover_jax.sharding import named_sharding
 from prover_jax.training.batch import pack
-from prover_jax.training.loss import selected_logprobs
+from prover_jax.training.step import TrainState, make_optimizer, make_train_step, nll_objective
 
 
 # SFT batches are padded to a multiple of this many tokens (a few compiled shapes, little padding).
@@ -49,13 +49,15 @@ def demonstrations(rollout: Rollout, pool, seeds, max_length: int, successes_onl
     return demos
 
 
-def sft_schedule(cfg) -> optax.Schedule:
-    """Linear warmup over cfg.warmup_steps to cfg.learning_rate, then cosine decay to
-    cfg.final_lr_frac * learning_rate at cfg.steps."""
-    warmup = min(cfg.warmup_steps, max(cfg.steps - 1, 0))
-    return optax.warmup_cosine_decay_schedule(
-        0.0 if warmup else cfg.learning_rate, cfg.learning_rate, warmup, max(cfg.steps, warmup + 1),
-        end_value=cfg.learning_rate * cfg.final_lr_frac)
+def sft_optim(cfg) -> ml_collections.ConfigDict:
+    """`make_optimizer`'s config for SFT: `cfg.optim` (name, b1, b2, eps, weight_decay, grad_clip) with
+    the warmup-cosine schedule of cfg.learning_rate, cfg.warmup_steps, cfg.steps and cfg.final_lr_frac
+    (`step.SCHEDULES["warmup_cosine"]`)."""
+    o = cfg.optim
+    return ml_collections.ConfigDict(dict(
+        name=o.name, b1=o.b1, b2=o.b2, eps=o.eps, weight_decay=o.weight_decay, grad_clip=o.grad_clip,
+        learning_rate=cfg.learning_rate, schedule="warmup_cosine", warmup_steps=cfg.warmup_steps,
+        decay_steps=cfg.steps, end_lr_frac=cfg.final_lr_frac))
 
 
 def loss_positions(mask_BxL: np.ndarray, multiple: int = 16) -> tuple[np.ndarray, np.ndarray]:
@@ -71,23 +73,6 @@ def loss_positions(mask_BxL: np.ndarray, multiple: int = 16) -> tuple[np.ndarray
     return at, at_valid
 
 
-def make_sft_step(graphdef, optimizer):
-    def loss_fn(params, tokens, valid, at, at_valid):
-        model = nnx.merge(graphdef, params)
-        logp = selected_logprobs(model, tokens, valid, at)
-        m = at_valid.astype(jnp.float32)
-        return -jnp.sum(logp * m) / jnp.maximum(jnp.sum(m), 1.0)
-
-    @jax.jit
-    def step(params, opt_state, tokens, valid, at, at_valid):
-        """tokens, valid [B, L]; at, at_valid [B, P]: the loss positions (policy tokens) of each row."""
-        loss, grads = jax.value_and_grad(loss_fn)(params, tokens, valid, at, at_valid)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
-
-    return step
-
-
 def warm_start(trainer, cfg, progress: bool = False, demos: list | None = None) -> dict:
     """Trains trainer.state.params for cfg.steps steps of cfg.batch_size demonstrations (`demos`, by
     default the demonstrator's episodes of the first cfg.episodes training tasks); logs to
@@ -100,10 +85,11 @@ def warm_start(trainer, cfg, progress: bool = False, demos: list | None = None) 
         demos = demonstrations(expert, trainer.pool, seeds, c.rollout.max_target_length, cfg.successes_only)
     if not demos:
         raise RuntimeError("no expert demonstration fits rollout.max_target_length")
-    optimizer = optax.chain(optax.clip_by_global_norm(1.0), optax.adam(sft_schedule(cfg)))
-    params = trainer.state.params
-    opt_state = globalize(optimizer.init(params), trainer.mesh)
-    step = make_sft_step(trainer.graphdef, optimizer)
+    optimizer = make_optimizer(sft_optim(cfg))
+    state = TrainState(params=jax.tree.map(jnp.copy, trainer.state.params),  # the step donates its state
+                       opt_state=globalize(optimizer.init(trainer.state.params), trainer.mesh),
+                       step=globalize(jnp.zeros((), jnp.int32), trainer.mesh))
+    step = make_train_step(trainer.graphdef, nll_objective(), optimizer, mesh=trainer.mesh)
     rng = np.random.default_rng(c.seed)  # the same batches on every process
     losses, lines = [], []
     path = trainer.root / "sft.jsonl"
@@ -115,16 +101,16 @@ def warm_start(trainer, cfg, progress: bool = False, demos: list | None = None) 
             chosen = [demos[j] for j in pick]
             batch = pack(chosen, [np.zeros(len(t.tokens), np.float32) for t in chosen],
                          micro_batch_size=len(chosen), length_multiple=SFT_LENGTH_MULTIPLE)
-            at, at_valid = loss_positions(batch["loss_mask"][0])
-            rows = [to_global(x, named_sharding(("batch", None), trainer.mesh, x.shape))
-                    for x in (batch["tokens"][0], batch["valid"][0], at, at_valid)]
-            params, opt_state, loss = step(params, opt_state, *rows)
-            losses.append(float(loss))
+            rows = dict(tokens=batch["tokens"], valid=batch["valid"], loss_mask=batch["loss_mask"],
+                        policy_at=loss_positions(batch["loss_mask"][0])[0][None])
+            state, metrics = step(state, {k: to_global(x, named_sharding((None, "batch", None), trainer.mesh, x.shape))
+                                          for k, x in rows.items()})
+            losses.append(float(metrics["loss"]))
             lines.append(json.dumps({"sft_step": i + 1, "loss": losses[-1]}) + "\n")
             if trainer.primary and ((i + 1) % SFT_LOG_EVERY == 0 or i + 1 == cfg.steps):
                 path.write_text("".join(lines))
             bar.update(1)
             bar.set_postfix(loss=f"{losses[-1]:.3f}")
-    trainer.state = trainer.state.replace(params=params)
+    trainer.state = trainer.state.replace(params=state.params)
     return {"demos": len(demos), "loss_first": losses[0], "loss_last": losses[-1],
             "seconds": time.perf_counter() - t0}

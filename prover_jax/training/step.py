@@ -1,9 +1,10 @@
-"""The optimizer, the train state and one pure, jitted GRPO train step with gradient accumulation.
+"""The optimizer, the train state and one pure, jitted train step with gradient accumulation, for RL
+and SFT alike: the objective (GRPO's loss, or SFT's NLL) is its argument.
 
-    optimizer = make_optimizer(cfg.optim)
+    optimizer = make_optimizer(cfg.optim)          # SFT: make_optimizer(sft_optim(cfg.sft))
     graphdef = nnx.graphdef(model)
     state = init_train_state(model, optimizer)     # shares buffers with `model` until the 1st step
-    train_step = make_train_step(graphdef, cfg.loss, optimizer, mesh=mesh)
+    train_step = make_train_step(graphdef, grpo_objective(cfg.loss), optimizer, mesh=mesh)  # or nll_objective()
     state, metrics = train_step(state, batch)      # batch arrays [M, mb, L]; `state` is donated
     train_step.precompile(state, abstract_batches) # (with a mesh) compile shapes ahead of the 1st step
 
@@ -12,6 +13,8 @@ After the first step the model's own arrays are donated: rebuild it with
 """
 
 from __future__ import annotations
+
+from typing import Callable, NamedTuple
 
 import flax.struct
 import jax
@@ -22,7 +25,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from prover_jax.registry import Registry
 from prover_jax.sharding import named_sharding
-from prover_jax.training.loss import AGGREGATIONS, count_sequences, grpo_loss, token_logprobs
+from prover_jax.training.loss import AGGREGATIONS, count_sequences, grpo_loss, selected_logprobs, token_logprobs
 
 BATCH_KEYS = ("tokens", "valid", "loss_mask", "advantages", "old_logprobs")
 
@@ -54,8 +57,10 @@ def abstract_batch(mesh, M: int, mb: int, L: int, kl: bool = False, prox: bool =
 
 
 DECAYS = ("cosine", "linear")
+SCHEDULES: Registry = Registry("learning-rate schedule", field="optim.schedule")
 
 
+@SCHEDULES.register("warmup_decay")
 def _schedule(cfg):
     """`cfg.optim`'s learning rate at update t (0-based): linear warmup, then an optional decay,
 
@@ -87,6 +92,22 @@ def _schedule(cfg):
     return rate
 
 
+@SCHEDULES.register("warmup_cosine")
+def _warmup_cosine(cfg):
+    """optax's warmup_cosine_decay_schedule: lr_t rises linearly from 0 at t = 0 to learning_rate at
+    t = w, w = min(warmup_steps, decay_steps - 1), then follows a cosine to end_lr_frac * learning_rate
+    at t = decay_steps (SFT's schedule; a one-step run trains at the peak rate)."""
+    lr, steps = cfg.learning_rate, max(int(cfg.decay_steps), 1)
+    warmup = min(int(cfg.warmup_steps), steps - 1)
+    return optax.warmup_cosine_decay_schedule(0.0 if warmup else lr, lr, warmup, max(steps, warmup + 1),
+                                              end_value=lr * cfg.end_lr_frac)
+
+
+def schedule(cfg):
+    """`cfg.optim`'s learning rate: a float, or a function of the update count (0-based)."""
+    return SCHEDULES.get(cfg.get("schedule", "warmup_decay"))(cfg)
+
+
 def _decay_mask(params):
     """Weight decay on matrices only (not on norms, biases, A_log, dt_bias)."""
     return jax.tree.map(lambda p: p.ndim >= 2, params)
@@ -100,10 +121,10 @@ OPTIMIZERS.add("sgd", lambda lr, c: optax.sgd(lr))
 
 
 def make_optimizer(cfg) -> optax.GradientTransformation:
-    """`cfg.optim` -> chain(global-norm clip if grad_clip > 0, adamw | adam | sgd).
+    """`cfg.optim` (or SFT's `sft_optim`) -> chain(global-norm clip if grad_clip > 0, adamw | adam | sgd).
 
     The learning rate is an injected hyperparameter: `opt_state.hyperparams["learning_rate"]` holds the
-    rate used by the latest update. `_schedule` (warmup, then optional decay) sets it from
+    rate used by the latest update. The schedule (`optim.schedule`, SCHEDULES) sets it from
     `opt_state.count` before each update, outside `optax.inject_hyperparams`, so the state has the same
     structure whatever the schedule: a checkpoint of any schedule restores under any other.
     """
@@ -116,7 +137,7 @@ def make_optimizer(cfg) -> optax.GradientTransformation:
 
     build(cfg.learning_rate)  # fail on a bad name now, not at the first step
     inner = optax.inject_hyperparams(build)(learning_rate=cfg.learning_rate)
-    rate = _schedule(cfg)
+    rate = schedule(cfg)
     if not callable(rate):
         return inner
 
@@ -131,7 +152,7 @@ def make_optimizer(cfg) -> optax.GradientTransformation:
 def configured_learning_rate(cfg, updates: int) -> float:
     """The rate `cfg.optim`'s schedule applies at the update after `updates` completed ones (what
     `opt_state.hyperparams["learning_rate"]` should hold once they are done)."""
-    rate = _schedule(cfg)
+    rate = schedule(cfg)
     return float(rate(max(updates - 1, 0))) if callable(rate) else float(rate)
 
 
@@ -172,15 +193,59 @@ def _loss_kwargs(loss_cfg):
                 tis_cap=float(loss_cfg.tis_cap))
 
 
-def make_train_step(graphdef, loss_cfg, optimizer: optax.GradientTransformation, *, mesh=None,
+class Objective(NamedTuple):
+    """What the train step minimises: `fn(model, mb, num_tokens, num_seqs, logprob_chunk) -> (loss,
+    metrics)` on one micro-batch (dict of [mb, L] arrays, [mb, P] for policy_at), its terms partial sums
+    over the whole batch's N policy tokens and S sequences (so micro-batch losses add up); `keys`: the
+    batch keys it needs."""
+    fn: Callable
+    keys: tuple
+
+
+def grpo_objective(loss_cfg) -> Objective:
+    """`loss.grpo_loss` with `loss_cfg`'s clip, aggregation, KL, entropy and truncated-IS settings, on
+    the log-probs of the whole batch (or of policy_at's positions only)."""
+    kwargs = _loss_kwargs(loss_cfg)
+    with_entropy = bool(loss_cfg.entropy_coef) or loss_cfg.entropy_metric
+
+    def fn(model, mb, num_tokens, num_seqs, logprob_chunk):
+        seg = mb.get("segment_ids")
+        logp, entropy = token_logprobs(model, mb["tokens"], mb["valid"], chunk=logprob_chunk,
+                                       with_entropy=with_entropy, segment_ids_BxL=seg, at_BxP=mb.get("policy_at"))
+        prox = mb.get("prox_logprobs")  # off-policy with truncated IS: the ratio is against these
+        return grpo_loss(logp, mb["old_logprobs"] if prox is None else prox, mb["advantages"], mb["loss_mask"],
+                         ref_logprobs=mb.get("ref_logprobs"), entropy=entropy if with_entropy else None,
+                         num_tokens=num_tokens, num_seqs=num_seqs,
+                         behavior_logprobs=None if prox is None else mb["old_logprobs"], segment_ids=seg,
+                         **kwargs)
+
+    return Objective(fn, BATCH_KEYS)
+
+
+def _nll(model, mb, num_tokens, num_seqs, logprob_chunk):
+    at = mb["policy_at"]  # each row's policy positions (>= 1), 0-padded
+    logp = selected_logprobs(model, mb["tokens"], mb["valid"], at)
+    m = (at > 0).astype(jnp.float32)
+    return -jnp.sum(logp * m) / jnp.maximum(num_tokens.astype(jnp.float32), 1.0), {}
+
+
+def nll_objective() -> Objective:
+    """SFT's loss: the mean NLL of the policy tokens, - sum_t m_t log pi(x_t | x_<t) / N, projected onto
+    the vocabulary at policy_at's positions only."""
+    return Objective(_nll, ("tokens", "valid", "loss_mask", "policy_at"))
+
+
+def make_train_step(graphdef, objective, optimizer: optax.GradientTransformation, *, mesh=None,
                     logprob_chunk: int | None = None):
     """Jitted `train_step(state, batch) -> (state, metrics)`, `state` donated.
 
-    batch: the trainer's token-aligned arrays with a leading micro-batch axis, [M, mb, L] each
-    (tokens, valid, loss_mask, advantages, old_logprobs, and ref_logprobs when loss.kl_coef > 0;
-    prox_logprobs for off-policy batches with loss.tis_cap > 0, old_logprobs then being the behaviour's;
-    segment_ids for packed rows; policy_at [M, mb, P] to project onto the vocabulary at those positions
-    only; see batch.py).
+    objective: an `Objective` (`grpo_objective(cfg.loss)` for RL, `nll_objective()` for SFT), or a
+    loss config (GRPO's).
+    batch: token-aligned arrays with a leading micro-batch axis, [M, mb, L] each (RL: tokens, valid,
+    loss_mask, advantages, old_logprobs, and ref_logprobs when loss.kl_coef > 0; prox_logprobs for
+    off-policy batches with loss.tis_cap > 0, old_logprobs then being the behaviour's; segment_ids for
+    packed rows; policy_at [M, mb, P] to project onto the vocabulary at those positions only; see
+    batch.py. SFT: tokens, valid, loss_mask, policy_at).
 
     Accumulation is exact for every aggregation: the normalisers N (policy tokens) and S (sequences
     with a policy token) are counted over the whole [M, mb] batch first, and each micro-batch loss is
@@ -193,25 +258,16 @@ def make_train_step(graphdef, loss_cfg, optimizer: optax.GradientTransformation,
     With `mesh`: each micro-batch is sharded over its sequences (logical "batch" -> data, fsdp), and
     the new state keeps exactly the shardings of the state passed in (read on the first call).
     """
-    kwargs = _loss_kwargs(loss_cfg)
-    with_entropy = bool(loss_cfg.entropy_coef) or loss_cfg.entropy_metric
+    if not isinstance(objective, Objective):
+        objective = grpo_objective(objective)
 
     def loss_fn(params, mb, num_tokens, num_seqs):
-        model = nnx.merge(graphdef, params)
-        seg = mb.get("segment_ids")
-        logp, entropy = token_logprobs(model, mb["tokens"], mb["valid"], chunk=logprob_chunk,
-                                       with_entropy=with_entropy, segment_ids_BxL=seg, at_BxP=mb.get("policy_at"))
-        prox = mb.get("prox_logprobs")  # off-policy with truncated IS: the ratio is against these
-        return grpo_loss(logp, mb["old_logprobs"] if prox is None else prox, mb["advantages"], mb["loss_mask"],
-                         ref_logprobs=mb.get("ref_logprobs"), entropy=entropy if with_entropy else None,
-                         num_tokens=num_tokens, num_seqs=num_seqs,
-                         behavior_logprobs=None if prox is None else mb["old_logprobs"], segment_ids=seg,
-                         **kwargs)
+        return objective.fn(nnx.merge(graphdef, params), mb, num_tokens, num_seqs, logprob_chunk)
 
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
 
     def step_fn(state: TrainState, batch, grad_shardings=None):
-        missing = [k for k in BATCH_KEYS if k not in batch]
+        missing = [k for k in objective.keys if k not in batch]
         if missing:
             raise KeyError(f"train batch lacks {missing}")
         mask = batch["loss_mask"].astype(bool)
