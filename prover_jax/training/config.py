@@ -93,12 +93,14 @@ def default_config() -> ml_collections.ConfigDict:
     c.loss.eps_low = 0.2  # ratio clip: [1 - eps_low, 1 + eps_high]
     c.loss.eps_high = 0.2  # upper ratio clip (clip-higher when > eps_low)
     c.loss.dual_clip = 0.0  # c > 1 enables the dual clip for A < 0 (3.0 in the literature); 0 = off
-    c.loss.kl_coef = 0.0  # k3 KL to the frozen initial policy; 0 = no reference model
+    c.loss.kl_coef = 0.0  # KL (loss.kl_estimator) to the frozen initial policy; 0 = no reference model
+    c.loss.kl_estimator = "k3"  # k3: e^d - d - 1 (d = logp_ref - logp) | k1: -d | k2: d^2/2 | k3+: k3, k2's gradient
     c.loss.entropy_coef = 0.0  # entropy bonus: loss -= entropy_coef * aggregated token entropy; 0 = off
     c.loss.entropy_metric = True  # log the policy entropy (a pass over [tokens, vocab]; always on when entropy_coef != 0)
     c.loss.tis_cap = 0.0  # > 0 with off_policy_steps = 1: truncated importance weight min(pi_old / pi_behaviour, cap)
     c.loss.aggregation = "token-mean"  # token-mean | seq-mean-token-mean | seq-mean-token-sum-norm
     c.loss.horizon = ml_collections.config_dict.placeholder(int)  # T of seq-mean-token-sum-norm (None: batch length)
+    c.loss.ratio_level = "token"  # token | sequence (GSPO: each token takes its sequence's length-normalised ratio)
 
     # Optimizer (optax).
     c.optim = ml_collections.ConfigDict()
@@ -153,9 +155,9 @@ def default_config() -> ml_collections.ConfigDict:
     # SFT's optimizer (the RL step's registry, `make_optimizer`; the schedule comes from the fields above)
     c.sft.optim = ml_collections.ConfigDict()
     c.sft.optim.name = "adam"  # adamw | adam | sgd
-    c.sft.optim.b1 = 0.9
-    c.sft.optim.b2 = 0.999
-    c.sft.optim.eps = 1e-8
+    c.sft.optim.b1 = 0.9  # Adam first-moment decay
+    c.sft.optim.b2 = 0.999  # Adam second-moment decay
+    c.sft.optim.eps = 1e-8  # Adam's epsilon
     c.sft.optim.weight_decay = 0.0  # adamw only
     c.sft.optim.grad_clip = 1.0  # global-norm clip; 0 = off
 

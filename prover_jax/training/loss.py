@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from prover_jax.models.qwen3_5 import packing
 from prover_jax.registry import Registry
@@ -132,14 +133,27 @@ def _seq_mean_token_sum_norm(x_BxL, seq_sum, n_S, num_tokens, num_seqs, horizon)
     return jnp.sum(x_BxL) / (jnp.maximum(num_seqs, 1) * horizon)
 
 
+def _sequence_slots(segment_ids_BxL):
+    """int32 [B, L]: each token's slot among sequence_sums' B * L (row b's k-th run: b L + k - 1)."""
+    B, L = segment_ids_BxL.shape
+    return jnp.arange(B)[:, None] * L + packing.sequence_index(segment_ids_BxL) - 1
+
+
 def sequence_sums(segment_ids_BxL=None):
     """x [B, L] -> per-sequence sums [S_max]: over each row ([B]), or with `segment_ids` (packed rows)
     over each run of equal ids ([B * L], one slot per possible run, unused slots 0)."""
     if segment_ids_BxL is None:
         return lambda x_BxL: jnp.sum(x_BxL, axis=-1)
     B, L = segment_ids_BxL.shape
-    ids = (jnp.arange(B)[:, None] * L + packing.sequence_index(segment_ids_BxL) - 1).reshape(-1)
+    ids = _sequence_slots(segment_ids_BxL).reshape(-1)
     return lambda x_BxL: jax.ops.segment_sum(x_BxL.reshape(-1), ids, num_segments=B * L)
+
+
+def sequence_broadcast(x_S, shape_BxL, segment_ids_BxL=None):
+    """Per-sequence values [S_max] (as sequence_sums returns them) -> [B, L], each token its sequence's."""
+    if segment_ids_BxL is None:
+        return jnp.broadcast_to(x_S[:, None], shape_BxL)
+    return x_S[_sequence_slots(segment_ids_BxL)]
 
 
 def count_sequences(mask_BxL, segment_ids_BxL=None):
@@ -168,11 +182,73 @@ def aggregate(x_BxL, mask_BxL, aggregation: str, *, num_tokens=None, num_seqs=No
     return fn(x, seq_sum, n_S, num_tokens, num_seqs, horizon)
 
 
+KL_ESTIMATORS: Registry = Registry("KL estimator", field="loss.kl_estimator")
+
+
+@KL_ESTIMATORS.register("k3")
+def _kl_k3(logp, ref):
+    """d = clip(logp_ref - logp, -10, 10); exp(d) - d - 1 (>= 0)"""
+    d = jnp.clip(ref - logp, -KL_CLAMP, KL_CLAMP)
+    return jnp.exp(d) - d - 1.0
+
+
+@KL_ESTIMATORS.register("k1")
+def _kl_k1(logp, ref):
+    """logp - logp_ref"""
+    return logp - ref
+
+
+@KL_ESTIMATORS.register("k2")
+def _kl_k2(logp, ref):
+    """0.5 (logp - logp_ref)^2 (verl's "mse")"""
+    return 0.5 * jnp.square(logp - ref)
+
+
+@KL_ESTIMATORS.register("k3+")
+def _kl_k3_straight_through(logp, ref):
+    """sg(k3) + k2 - sg(k2): k3's value (exactly), k2's gradient"""
+    k2 = _kl_k2(logp, ref)
+    return jax.lax.stop_gradient(_kl_k3(logp, ref)) + (k2 - jax.lax.stop_gradient(k2))
+
+
+RATIO_LEVELS: Registry = Registry("ratio level", field="loss.ratio_level")
+
+
+@RATIO_LEVELS.register("token")
+def _token_ratio(logp, log_ratio, mask, segment_ids):
+    """r_t = exp(clip(logp_t - logp_old_t, -20, 20))"""
+    return jnp.exp(jnp.clip(log_ratio, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
+
+
+@RATIO_LEVELS.register("sequence")
+def _sequence_ratio(logp, log_ratio, mask, segment_ids):
+    """GSPO-token: r_it = sg(s_i) exp(logp_it - sg(logp_it)) (value s_i, gradient s_i grad logp_it),
+    s_i = exp(clip(sum_t m_it (logp_it - logp_old_it) / n_i, -20, 20))"""
+    seq_sum = sequence_sums(segment_ids)
+    log_s = seq_sum(jnp.where(mask, log_ratio, 0.0)) / jnp.maximum(seq_sum(mask.astype(jnp.float32)), 1.0)
+    s = jnp.exp(jnp.clip(log_s, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
+    s_BxL = jax.lax.stop_gradient(sequence_broadcast(s, logp.shape, segment_ids))
+    return s_BxL * jnp.exp(logp - jax.lax.stop_gradient(logp))
+
+
+def overlong_penalty(lengths, max_length: int, buffer: int, coef: float) -> np.ndarray:
+    """DAPO's soft overlong punishment: a reward term per episode of `lengths` tokens (Lmax = max_length)
+        0                                                  if len <= Lmax - buffer
+        -coef min(len - (Lmax - buffer), buffer) / buffer  otherwise (-coef from Lmax on)
+    Zeros when buffer <= 0 or coef = 0. The trainer does not apply it (loss.overlong_penalty_* unwired)."""
+    lengths = np.asarray(lengths, np.float64)
+    if buffer <= 0 or not coef:
+        return np.zeros_like(lengths)
+    excess = lengths - (max_length - buffer)
+    return np.where(excess > 0, -coef * np.minimum(excess, buffer) / buffer, 0.0)
+
+
 def grpo_loss(logprobs, old_logprobs, advantages, loss_mask, *, eps_low: float, eps_high: float,
               dual_clip: float = 0.0, aggregation: str = "token-mean", kl_coef: float = 0.0,
               ref_logprobs=None, entropy=None, entropy_coef: float = 0.0, num_tokens=None,
               num_seqs=None, horizon=None, behavior_logprobs=None, tis_cap: float = 0.0,
-              segment_ids=None):
+              segment_ids=None, kl_estimator: str = "k3", ratio_level: str = "token",
+              mask_truncated: bool = False, truncated=None):
     """Clipped-ratio GRPO loss with per-token advantages; returns (loss, metrics).
 
     Per policy token (all inputs [B, L]):
@@ -181,10 +257,22 @@ def grpo_loss(logprobs, old_logprobs, advantages, loss_mask, *, eps_low: float, 
         pg = min(pg, -A c)                       for A < 0 when dual_clip c > 1
         d  = clip(logp_ref - logp, -10, 10);  kl = exp(d) - d - 1    (k3, >= 0)
     loss = agg(pg) + kl_coef agg(kl) - entropy_coef agg(entropy).
-Off-policy samples (decoupled PPO with truncated importance sampling): with `behavior_logprobs`
-(what the sampler recorded) and tis_cap > 0, `old_logprobs` are the proximal policy's (the weights
-before this update) and pg is weighted by w = min(exp(logp_old - logp_behavior), tis_cap) (no
-gradient); metric tis_weight_mean.
+
+    `kl_estimator` (KL_ESTIMATORS): k3 as above | k1: kl = logp - logp_ref | k2: kl = (logp - logp_ref)^2 / 2
+    | k3+: k3's value with k2's gradient, kl = sg(k3) + k2 - sg(k2). The kl metric is the estimator's.
+    `ratio_level="sequence"` (GSPO, in its GSPO-token form): every token of sequence i takes
+        s_i  = exp(clip(sum_t m_it (logp_it - logp_old_it) / n_i, -20, 20))
+        r_it = sg(s_i) exp(logp_it - sg(logp_it))       (value s_i, gradient s_i grad logp_it)
+    Advantages stay per token; clip_frac and ratio_mean are taken on this r. A sequence lies within one
+    micro-batch, so s_i is exact under accumulation.
+    `mask_truncated` with `truncated` ([B, L] bool, True on every token of an episode that ran out of
+    length): those tokens leave loss_mask. The trainer does not produce `truncated` yet (mask_truncated
+    without it is an error); when it does, the N and S it passes must be counted without those tokens.
+
+    Off-policy samples (decoupled PPO with truncated importance sampling): with `behavior_logprobs`
+    (what the sampler recorded) and tis_cap > 0, `old_logprobs` are the proximal policy's (the weights
+    before this update) and pg is weighted by w = min(exp(logp_old - logp_behavior), tis_cap) (no
+    gradient); metric tis_weight_mean.
 
     Inputs at positions outside `loss_mask` are replaced by zeros first, so neither their values
     (NaN included) nor their gradients can matter. Metrics (no gradient): pg_loss, kl, entropy
@@ -195,11 +283,16 @@ gradient); metric tis_weight_mean.
     `segment_ids` (packed rows): the sequences of the aggregation are its runs of equal ids.
     """
     AGGREGATIONS.get(aggregation)  # ValueError naming loss.aggregation and the known names
+    kl_fn, ratio_fn = KL_ESTIMATORS.get(kl_estimator), RATIO_LEVELS.get(ratio_level)
     if kl_coef and ref_logprobs is None:
         raise ValueError("kl_coef > 0 needs ref_logprobs")
     if entropy_coef and entropy is None:
         raise ValueError("entropy_coef != 0 needs entropy")
     m = loss_mask.astype(bool)
+    if mask_truncated:
+        if truncated is None:
+            raise ValueError("loss.mask_truncated needs `truncated` (the trainer does not produce it yet)")
+        m = m & ~truncated.astype(bool)
     mf = m.astype(jnp.float32)
     n_tok = jnp.sum(mf) if num_tokens is None else num_tokens
     n_seq = count_sequences(m, segment_ids) if num_seqs is None else num_seqs
@@ -216,7 +309,7 @@ gradient); metric tis_weight_mean.
 
     logp, old, adv = masked(logprobs), masked(old_logprobs), masked(advantages)
     log_ratio = logp - old
-    ratio = jnp.exp(jnp.clip(log_ratio, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
+    ratio = ratio_fn(logp, log_ratio, m, segment_ids)
     pg1 = -adv * ratio
     pg2 = -adv * jnp.clip(ratio, 1.0 - eps_low, 1.0 + eps_high)
     pg = jnp.maximum(pg1, pg2)
@@ -235,8 +328,7 @@ gradient); metric tis_weight_mean.
 
     kl_metric = jnp.zeros((), jnp.float32)
     if ref_logprobs is not None:
-        d = jnp.clip(masked(ref_logprobs) - logp, -KL_CLAMP, KL_CLAMP)
-        kl_metric = agg(jnp.exp(d) - d - 1.0)
+        kl_metric = agg(kl_fn(logp, masked(ref_logprobs)))
         if kl_coef:
             loss = loss + kl_coef * kl_metric
     ent_metric = jnp.zeros((), jnp.float32)

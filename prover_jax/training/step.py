@@ -25,7 +25,8 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from prover_jax.registry import Registry
 from prover_jax.sharding import named_sharding
-from prover_jax.training.loss import AGGREGATIONS, count_sequences, grpo_loss, selected_logprobs, token_logprobs
+from prover_jax.training.loss import (AGGREGATIONS, KL_ESTIMATORS, RATIO_LEVELS, count_sequences, grpo_loss,
+                                      selected_logprobs, token_logprobs)
 
 BATCH_KEYS = ("tokens", "valid", "loss_mask", "advantages", "old_logprobs")
 
@@ -187,10 +188,13 @@ def init_train_state(model: nnx.Module, optimizer: optax.GradientTransformation)
 
 def _loss_kwargs(loss_cfg):
     AGGREGATIONS.get(loss_cfg.aggregation)  # ValueError naming loss.aggregation and the known names
+    KL_ESTIMATORS.get(loss_cfg.kl_estimator)  # likewise loss.kl_estimator, loss.ratio_level
+    RATIO_LEVELS.get(loss_cfg.ratio_level)
     return dict(eps_low=loss_cfg.eps_low, eps_high=loss_cfg.eps_high, dual_clip=loss_cfg.dual_clip,
                 aggregation=loss_cfg.aggregation, kl_coef=loss_cfg.kl_coef,
                 entropy_coef=loss_cfg.entropy_coef, horizon=loss_cfg.horizon,
-                tis_cap=float(loss_cfg.tis_cap))
+                tis_cap=float(loss_cfg.tis_cap), kl_estimator=loss_cfg.kl_estimator,
+                ratio_level=loss_cfg.ratio_level)
 
 
 class Objective(NamedTuple):
