@@ -105,6 +105,7 @@ class Engine:
         self._deactivate = jax.jit(lambda s, slot: s.replace(active_S=s.active_S.at[slot].set(False)),
                                    donate_argnums=(0,), out_shardings=state_sh)
         self._empty_rows: dict[int, Any] = {}
+        self._row_sh = None
         self.mask_words = mask_words(V)  # int32 words of a token bitmask (constrained decoding)
         self._all_allowed = jnp.full((self._slots, self.mask_words), -1, jnp.int32)
 
@@ -280,12 +281,27 @@ class Engine:
             self._empty_rows[rows] = self._model.init_cache(rows, self.max_target_length, self.cache_dtype)
         return self._empty_rows[rows]
 
+    def _row_shardings(self):
+        """The layout of one cache row on the engine's mesh (the model's cache_axes), or None."""
+        if self._mesh is None:
+            return None
+        if self._row_sh is None:
+            abstract = jax.eval_shape(lambda: self._model.init_cache(1, self.max_target_length, self.cache_dtype))
+            axes = self._model.cache_axes(self._mesh.shape.get("tensor", 1))
+            self._row_sh = tree_shardings(axes, abstract, self._mesh)
+        return self._row_sh
+
     def _stack_rows(self, prefixes: Sequence[Prefix | None], R: int):
-        """Cache of R rows: row b = prefixes[b]'s cache (or empty), padding rows empty."""
+        """Cache of R rows: row b = prefixes[b]'s cache (or empty), padding rows empty. Every row is
+        laid out alike first, so the concatenation compiles once per R, whichever rows are empty (mixed
+        layouts made a new compile for each pattern of empty and prefilled rows)."""
         if all(p is None for p in prefixes):
             return self._empty(R)
+        sh = self._row_shardings()
         rows = [self._empty(1) if p is None else p.cache for p in prefixes]
         rows += [self._empty(1)] * (R - len(rows))
+        if sh is not None:
+            rows = [jax.device_put(r, sh) for r in rows]
         return jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=0), *rows)
 
     def _prefill_impl(self, params, cache, *args) -> Prefix:

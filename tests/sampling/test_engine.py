@@ -219,3 +219,35 @@ def test_raw_key_of_an_int_is_prngkey_data_built_on_the_host():
         got = raw_key(seed)
         assert isinstance(got, np.ndarray)
         np.testing.assert_array_equal(got, np.asarray(jax.random.key_data(jax.random.key(seed))))
+
+
+def test_a_batch_of_prefilled_and_fresh_rows_compiles_once_per_shape():
+    """On a mesh, continuing some rows from earlier prefixes and starting others fresh compiles the
+    row stacking and the prefill once for a given [R, T], whatever the pattern of prefixed rows, and a
+    continued row equals the same continuation prefilled alone."""
+    from prover_jax.sharding import make_mesh
+    from prover_jax.training.metrics import CompileCounter
+    model = tiny_model(CFG, logit_scale=30.0)
+    mesh = make_mesh((1, 1, 1), devices=jax.devices()[:1])
+    engine = Engine(model, max_concurrent_decodes=SLOTS, max_prefill_length=MAX_PREFILL,
+                    max_target_length=MAX_LEN, mesh=mesh)
+    # weights placed on the mesh, as the trainer's are: prefixes come out committed to it, fresh rows not
+    params = jax.device_put(engine.load_params(), jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec()))
+    first = [engine.prefill(params=params, padded_tokens=pad(prompt(n, seed=n)), true_length=n,
+                            sampler=GREEDY)[0] for n in (3, 5)]
+    more = prompt(4, seed=9)
+
+    def batch(pattern):
+        prefixes = [first[i] if i is not None else None for i in pattern]
+        return engine.prefill_batch(params=params, padded_tokens=np.stack([pad(more, 8)] * 4),
+                                    true_lengths=[4] * 4, samplers=[GREEDY] * 4, rngs=[None] * 4,
+                                    num_samples=[1] * 4, existing_prefixes=prefixes)
+
+    batch([0, None, 1, None])  # compiles this shape
+    counter = CompileCounter()
+    outs = [batch(p) for p in ([None, 0, None, 1], [1, 0, None, None], [None, None, None, 0])]
+    assert counter.take() == 0
+    alone = engine.prefill(params=params, existing_prefix=first[0], padded_tokens=pad(more, 8),
+                           true_length=4, sampler=GREEDY)[1]
+    assert int(outs[2].token_N[3]) == int(alone.tokens[0])
+    np.testing.assert_allclose(np.asarray(outs[2].logprob_N[3]), np.asarray(alone.logprobs[0]), atol=1e-5)
