@@ -19,3 +19,10 @@ run 2B-v6e-8-chunk16-fp32 "$q:2B,alfworld,v6e-8" --fn=train_step --config.model.
     --config.model.gdn_matmul_dtype=float32
 run 2B-v6e-8-dense "$q:2B,alfworld,v6e-8" --fn=train_step --config.model.attention=dense
 run 2B-v6e-8-no-remat "$q:2B,alfworld,v6e-8" --fn=train_step --config.train.remat=none
+# rows per chip and remat on 2B v6e-8 (the update issue's item 6; bench/RESULTS.md, "v6e: rows per chip")
+run 2B-v6e-8-micro16 "$q:2B,alfworld,v6e-8" --fn=train_step --config.train.micro_batch_size=16
+run 2B-v6e-8-micro32 "$q:2B,alfworld,v6e-8" --fn=train_step --config.train.micro_batch_size=32
+run 2B-v6e-8-dots "$q:2B,alfworld,v6e-8" --fn=train_step --config.train.remat=dots
+run 2B-v6e-8-micro32-dots "$q:2B,alfworld,v6e-8" --fn=train_step --config.train.micro_batch_size=32 \
+    --config.train.remat=dots
+run 2B-v6e-8-micro4 "$q:2B,alfworld,v6e-8" --fn=train_step --config.train.micro_batch_size=4
