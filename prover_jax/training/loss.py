@@ -235,7 +235,7 @@ def overlong_penalty(lengths, max_length: int, buffer: int, coef: float) -> np.n
     """DAPO's soft overlong punishment: a reward term per episode of `lengths` tokens (Lmax = max_length)
         0                                                  if len <= Lmax - buffer
         -coef min(len - (Lmax - buffer), buffer) / buffer  otherwise (-coef from Lmax on)
-    Zeros when buffer <= 0 or coef = 0. The trainer does not apply it (loss.overlong_penalty_* unwired)."""
+    Zeros when buffer <= 0 or coef = 0. Not yet applied by the trainer (no config field)."""
     lengths = np.asarray(lengths, np.float64)
     if buffer <= 0 or not coef:
         return np.zeros_like(lengths)
