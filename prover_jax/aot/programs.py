@@ -125,11 +125,16 @@ def _opt_state(optimizer, params, mesh):
     return jax.tree.map(place, abstract, is_leaf=is_param_tree)
 
 
+def _proximal_pass(config) -> bool:
+    """Off-policy batches with truncated IS (loss.tis_cap > 0, rollout.off_policy_steps = 1) are scored
+    under the weights before the update."""
+    return config.loss.tis_cap > 0 and int(config.rollout.off_policy_steps) > 0
+
+
 def uses_logprob_pass(config) -> bool:
     """A run of `config` scores each batch before the update: under the reference policy
-    (loss.kl_coef > 0) or the proximal one (loss.tis_cap > 0 with rollout.off_policy_steps = 1)."""
-    c = config
-    return c.loss.kl_coef > 0 or (c.loss.tis_cap > 0 and int(c.rollout.off_policy_steps) > 0)
+    (loss.kl_coef > 0) or the proximal one (`_proximal_pass`)."""
+    return config.loss.kl_coef > 0 or _proximal_pass(config)
 
 
 def train_batch(config, mesh: Mesh) -> dict:
@@ -147,7 +152,7 @@ def train_batch(config, mesh: Mesh) -> dict:
     cap = c.train.max_tokens_per_row
     L = cap if cap > 0 else c.rollout.max_target_length
     return abstract_batch(mesh, rows // mb, mb, L, kl=c.loss.kl_coef > 0,
-                          prox=c.loss.tis_cap > 0 and int(c.rollout.off_policy_steps) > 0, packed=cap > 0,
+                          prox=_proximal_pass(c), packed=cap > 0,
                           policy=L if c.train.logits == "policy" else 0)
 
 
@@ -167,7 +172,7 @@ def per_chip_bytes(tree) -> float:
 
 
 def train_program(config, mesh: Mesh) -> Program:
-    from prover_jax.training.step import TrainState, make_optimizer, make_train_step
+    from prover_jax.training.step import TrainState, grpo_objective, make_optimizer, make_train_step
 
     c = config
     cfg = model_config(c)
@@ -178,7 +183,7 @@ def train_program(config, mesh: Mesh) -> Program:
                        step=jax.ShapeDtypeStruct((), jnp.int32, sharding=replicated))
     batch = train_batch(c, mesh)
     M, mb, L = batch["tokens"].shape
-    step = make_train_step(graphdef, c.loss, optimizer, mesh=mesh,
+    step = make_train_step(graphdef, grpo_objective(c.loss), optimizer, mesh=mesh,
                            logprob_chunk=c.train.logprob_chunk or None)
     tokens = M * mb * L
     per_token = 6.0 * matmul_params(cfg) + 3.0 * attention_flops_per_token(cfg, L // 2)

@@ -24,7 +24,7 @@ from prover_jax.distributed import globalize, to_global
 from prover_jax.rollout import Rollout
 from prover_jax.sampling import SamplingParams
 from prover_jax.sharding import named_sharding
-from prover_jax.training.batch import pack
+from prover_jax.training.batch import pack, padded_length, policy_positions
 from prover_jax.training.step import TrainState, make_optimizer, make_train_step, nll_objective
 
 
@@ -64,13 +64,8 @@ def loss_positions(mask_BxL: np.ndarray, multiple: int = 16) -> tuple[np.ndarray
     """(at [B, P] int32, at_valid [B, P] bool): the indices t with mask[b, t], left-aligned per row
     and padded (index 0, invalid) to P = the largest count rounded up to `multiple`."""
     counts = mask_BxL.sum(axis=1)
-    P = max(-(-int(counts.max()) // multiple) * multiple, multiple)
-    at = np.zeros((mask_BxL.shape[0], P), np.int32)
-    at_valid = np.arange(P)[None, :] < counts[:, None]
-    for b, row in enumerate(mask_BxL):
-        idx = np.flatnonzero(row)
-        at[b, :len(idx)] = idx
-    return at, at_valid
+    P = padded_length(max(int(counts.max()), 1), multiple)
+    return policy_positions(mask_BxL, P), np.arange(P)[None, :] < counts[:, None]
 
 
 def warm_start(trainer, cfg, progress: bool = False, demos: list | None = None) -> dict:

@@ -53,7 +53,8 @@ def abstract_batch(mesh, M: int, mb: int, L: int, kl: bool = False, prox: bool =
             + (("segment_ids",) if packed else ()))
     out = {k: jax.ShapeDtypeStruct((M, mb, L), BATCH_DTYPES[k], sharding=sh) for k in keys}
     if policy > 0:
-        out["policy_at"] = jax.ShapeDtypeStruct((M, mb, policy), jnp.int32, sharding=batch_sharding(mesh, (M, mb, policy)))
+        out["policy_at"] = jax.ShapeDtypeStruct((M, mb, policy), jnp.int32,
+                                                sharding=batch_sharding(mesh, (M, mb, policy)))
     return out
 
 
@@ -243,8 +244,7 @@ def make_train_step(graphdef, objective, optimizer: optax.GradientTransformation
                     logprob_chunk: int | None = None):
     """Jitted `train_step(state, batch) -> (state, metrics)`, `state` donated.
 
-    objective: an `Objective` (`grpo_objective(cfg.loss)` for RL, `nll_objective()` for SFT), or a
-    loss config (GRPO's).
+    objective: an `Objective`: `grpo_objective(cfg.loss)` for RL, `nll_objective()` for SFT.
     batch: token-aligned arrays with a leading micro-batch axis, [M, mb, L] each (RL: tokens, valid,
     loss_mask, advantages, old_logprobs, and ref_logprobs when loss.kl_coef > 0; prox_logprobs for
     off-policy batches with loss.tis_cap > 0, old_logprobs then being the behaviour's; segment_ids for
@@ -262,9 +262,6 @@ def make_train_step(graphdef, objective, optimizer: optax.GradientTransformation
     With `mesh`: each micro-batch is sharded over its sequences (logical "batch" -> data, fsdp), and
     the new state keeps exactly the shardings of the state passed in (read on the first call).
     """
-    if not isinstance(objective, Objective):
-        objective = grpo_objective(objective)
-
     def loss_fn(params, mb, num_tokens, num_seqs):
         return objective.fn(nnx.merge(graphdef, params), mb, num_tokens, num_seqs, logprob_chunk)
 

@@ -51,8 +51,8 @@ from prover_jax.training.batch import POLICY_MULTIPLE, first_fit, pack, padded_l
 from prover_jax.training.loss import check_sampling
 from prover_jax.training.checkpoints import Checkpoints
 from prover_jax.training.metrics import CompileCounter, merge_rows
-from prover_jax.training.step import (abstract_batch, init_train_state, make_optimizer, make_train_step,
-                                      with_configured_hyperparams)
+from prover_jax.training.step import (abstract_batch, grpo_objective, init_train_state, make_optimizer,
+                                      make_train_step, with_configured_hyperparams)
 from prover_jax.training.workdir import append_line, read_lines, save_folder, workdir_path
 
 MAX_SKIPS_IN_A_ROW = 5
@@ -80,7 +80,7 @@ class Trainer:
         self.graphdef, _ = nnx.split(model)
         self.optimizer = make_optimizer(c.optim)
         self.state = dist.globalize(init_train_state(model, self.optimizer), self.mesh)
-        self.train_step = make_train_step(self.graphdef, c.loss, self.optimizer, mesh=self.mesh,
+        self.train_step = make_train_step(self.graphdef, grpo_objective(c.loss), self.optimizer, mesh=self.mesh,
                                           logprob_chunk=c.train.logprob_chunk or None)
         # the KL reference is the policy RL starts from (after SFT), taken at the first RL step and
         # checkpointed once in W/reference, so a resumed run keeps the same reference
@@ -333,10 +333,10 @@ class Trainer:
         sharded like the batch."""
         from prover_jax.training.step import LOGPROB_KEYS, make_batch_logprob_fn
         if not hasattr(self, "_logprob_fn"):
-            self._logprob_fn = make_batch_logprob_fn(self.graphdef, logprob_chunk=self.config.train.logprob_chunk or None,
-                                                     out_sharding=batch["tokens"].sharding)
-        keys = LOGPROB_KEYS
-        return self._logprob_fn(params, {k: batch[k] for k in keys if k in batch})
+            self._logprob_fn = make_batch_logprob_fn(
+                self.graphdef, logprob_chunk=self.config.train.logprob_chunk or None,
+                out_sharding=batch["tokens"].sharding)
+        return self._logprob_fn(params, {k: batch[k] for k in LOGPROB_KEYS if k in batch})
 
     def _task_splits(self) -> dict:
         return evaluation.task_splits(self.pool, self.config.env.name)

@@ -13,7 +13,8 @@ from prover_jax.training import trainer as trainer_lib
 from prover_jax.training.batch import first_fit, pack, policy_positions
 from prover_jax.training.config import default_config
 from prover_jax.training.loss import AGGREGATIONS, token_logprobs
-from prover_jax.training.step import init_train_state, make_logprob_fn, make_optimizer, make_train_step
+from prover_jax.training.step import (grpo_objective, init_train_state, make_logprob_fn, make_optimizer,
+                                      make_train_step)
 
 from helpers.demo_config import trainer_config
 from helpers.tiny import tiny_config, tiny_model
@@ -64,7 +65,7 @@ def test_packed_train_step_equals_unpacked(aggregation, at_policy):
     init = jax.tree.map(np.asarray, init_train_state(model, opt))
     loss_cfg = default_config().loss
     loss_cfg.update(aggregation=aggregation, horizon=64)
-    step = make_train_step(graphdef, loss_cfg, opt)
+    step = make_train_step(graphdef, grpo_objective(loss_cfg), opt)
     trajs, advs = trajectories()
     plain = pack(trajs, advs, micro_batch_size=3, length=64)  # [2, 3, 64]
     packed = pack(trajs, advs, micro_batch_size=1, max_tokens_per_row=64)  # [2, 1, 64]

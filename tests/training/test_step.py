@@ -9,7 +9,7 @@ from flax import nnx
 from prover_jax import sharding
 from prover_jax.models import qwen3_5
 from prover_jax.training.config import default_config
-from prover_jax.training.step import (init_train_state, make_logprob_fn, make_optimizer,
+from prover_jax.training.step import (grpo_objective, init_train_state, make_logprob_fn, make_optimizer,
                                       make_train_step)
 
 from helpers.tiny import tiny_config, tiny_model
@@ -70,7 +70,7 @@ def sgd_runs():
     init = host(init_train_state(model, opt))
     logprob_fn = make_logprob_fn(graphdef)
     batch = with_old_logprobs(rollout_batch(8), logprob_fn, init.params, jitter=0.3)
-    step = make_train_step(graphdef, loss_cfg(), opt)
+    step = make_train_step(graphdef, grpo_objective(loss_cfg()), opt)
     out = {m: host(step(jax.tree.map(jnp.asarray, init), micro(batch, m))) for m in (1, 2)}
     return dict(graphdef=graphdef, opt=opt, init=init, batch=batch, out=out, step=step,
                 logprob_fn=logprob_fn)
@@ -130,7 +130,7 @@ def test_sharded_step_equals_single_device(sgd_runs):
     model = new_model(mesh)
     want_sh = {p: s.spec for p, s in qwen3_5.param_shardings(model, mesh).items()}
     state = init_train_state(model, sgd_runs["opt"])
-    step = make_train_step(nnx.graphdef(model), loss_cfg(), sgd_runs["opt"], mesh=mesh)
+    step = make_train_step(nnx.graphdef(model), grpo_objective(loss_cfg()), sgd_runs["opt"], mesh=mesh)
     state, metrics = step(state, micro(sgd_runs["batch"], 1))
     s_single, m_single = sgd_runs["out"][1]
     np.testing.assert_allclose(metrics["loss"], m_single["loss"], rtol=1e-5, atol=1e-7)
@@ -185,7 +185,7 @@ def test_precompiled_lengths_run_without_compiling(sgd_runs):
     mesh = sharding.make_mesh((1, 2, 1), devices=jax.devices()[:2])
     model = new_model(mesh)
     state = globalize(init_train_state(model, sgd_runs["opt"]), mesh)  # as the trainer holds it
-    step = make_train_step(nnx.graphdef(model), loss_cfg(), sgd_runs["opt"], mesh=mesh)
+    step = make_train_step(nnx.graphdef(model), grpo_objective(loss_cfg()), sgd_runs["opt"], mesh=mesh)
     abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), state)
     assert step.precompile(abstract, [abstract_batch(mesh, 2, 4, n) for n in (L, 2 * L)]) == 2
     assert step.precompile(abstract, [abstract_batch(mesh, 2, 4, L)]) == 0  # already there
