@@ -8,7 +8,7 @@ NAME sets config.credit.method (a registered credit method). KEY resolves, in th
   a short key of SHORT_KEYS (judge=X -> judge.name=X);
   a dotted key, as written (credit.prover.lam=0.5 -> --config.credit.prover.lam=0.5);
   a bare field of the method's own section, credit.NAME.KEY (prover:k=4 -> credit.prover.k=4),
-  else of credit.KEY (grpo:grpo_std=true), else a top-level field.
+  else of credit.KEY (grpo:std_scope=group), else a top-level field.
 Commas separate methods and their keys alike: a piece KEY=VALUE continues the previous method's keys;
 brackets and quotes protect commas inside a value. Every key must exist in the config, and VALUE must
 parse as that field's type, before any run starts.

@@ -8,10 +8,10 @@
 # importing a method's module registers it
 from prover_jax.credit import budget_grpo, critic, gigpo, grpo, prover, spo_chain  # noqa: F401
 from prover_jax.credit.base import (COMMON_METRICS, EXTRA_TOKENS, CreditMethod, CreditOutput, Needs,
-                                    credit_class, credit_names, group_advantages, make_credit,
+                                    credit_class, credit_names, group_outcome_advantages, outcome_advantages, std_scope, make_credit,
                                     register_credit, rewards)
 from prover_jax.credit.verify import PolicyVerifier, RolloutVerifier
 
 __all__ = ["COMMON_METRICS", "EXTRA_TOKENS", "CreditMethod", "CreditOutput", "Needs", "PolicyVerifier",
-           "RolloutVerifier", "credit_class", "credit_names", "group_advantages", "make_credit",
+           "RolloutVerifier", "credit_class", "credit_names", "group_outcome_advantages", "outcome_advantages", "std_scope", "make_credit",
            "register_credit", "rewards"]

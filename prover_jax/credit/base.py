@@ -113,10 +113,43 @@ def rewards(group: Sequence[Trajectory]) -> np.ndarray:
     return np.asarray([float(t.success) for t in group], np.float32)
 
 
-def group_advantages(r_G: np.ndarray, use_std: bool) -> np.ndarray:
-    """A_i = R_i - mean(R) (Dr.GRPO, ProVer's setting), or / (std(R) + 1e-6) with use_std."""
-    a = r_G - r_G.mean()
-    return a / (r_G.std() + 1e-6) if use_std else a
+STD_SCOPES = ("none", "group", "batch")
+
+
+def std_scope(config: Any) -> str:
+    """`credit.std_scope` of a credit config (ConfigDict or dict): none | group | batch."""
+    get = config.get if hasattr(config, "get") else (lambda k, d: getattr(config, k, d))
+    scope = str(get("std_scope", "none"))
+    if scope not in STD_SCOPES:
+        raise ValueError(f"credit.std_scope: unknown scope {scope!r}; expected one of {', '.join(STD_SCOPES)}")
+    return scope
+
+
+def outcome_scales(r_groups: Sequence[np.ndarray], scope: str = "none") -> list[float]:
+    """The divisor of each group's centred rewards: 1 (none), std_g(R) + 1e-6 (group), or the std of
+    every reward of the batch pooled + 1e-6 (batch)."""
+    r_groups = [np.asarray(r, np.float32) for r in r_groups]
+    if scope == "none":
+        return [1.0] * len(r_groups)
+    if scope == "group":
+        return [float(r.std()) + 1e-6 for r in r_groups]
+    if scope == "batch":
+        pooled = float(np.concatenate(r_groups).std()) if r_groups else 0.0
+        return [pooled + 1e-6] * len(r_groups)
+    raise ValueError(f"credit.std_scope: unknown scope {scope!r}; expected one of {', '.join(STD_SCOPES)}")
+
+
+def outcome_advantages(r_groups: Sequence[np.ndarray], scope: str = "none") -> list[np.ndarray]:
+    """A_i = (R_i - mean_g(R)) / s_g per group g: s_g = 1 (scope none: Dr.GRPO, ProVer's setting),
+    std_g(R) + 1e-6 (group: classic GRPO) or std(R) + 1e-6 over the batch's rewards pooled (batch:
+    group-centred, batch-scaled, so a group's few successes are not inflated as group scaling does)."""
+    return [(np.asarray(r, np.float32) - np.asarray(r, np.float32).mean()) / np.float32(s)
+            for r, s in zip(r_groups, outcome_scales(r_groups, scope))]
+
+
+def group_outcome_advantages(groups: Sequence[Sequence[Trajectory]], config: Any) -> list[np.ndarray]:
+    """`outcome_advantages` of the groups' terminal rewards at `config`'s std_scope."""
+    return outcome_advantages([rewards(g) for g in groups], std_scope(config))
 
 
 def broadcast(traj: Trajectory, value: float) -> np.ndarray:

@@ -13,7 +13,7 @@ continuations: same task, new sampling seeds) are played, in rounds, until their
 reach B to within half an episode (at most `max_extra` episodes, default 2K). The extra episodes are
 trained on and credit stays trajectory-level over the enlarged group:
 
-    A_i = R_i - mean(R over the G + n episodes)      [/ (std + 1e-6) with credit.grpo_std]
+    A_i = R_i - mean(R over the G + n episodes)      [/ (std + 1e-6): credit.std_scope]
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from prover_jax.credit.base import (EXTRA_TOKENS, CreditMethod, CreditOutput, Needs, broadcast, group_advantages,
+from prover_jax.credit.base import (EXTRA_TOKENS, CreditMethod, CreditOutput, Needs, broadcast, group_outcome_advantages,
                                     register_credit, rewards)
 from prover_jax.credit.prover import eligible, select_segment
 from prover_jax.rollout.trajectory import Trajectory
@@ -83,10 +83,10 @@ class BudgetGRPO(CreditMethod):
         return extra
 
     def assign(self, groups: Sequence[Sequence[Trajectory]]) -> CreditOutput:
-        p, use_std = self.config.prover, bool(self.config.get("grpo_std", False))
+        p = self.config.prover
         if hasattr(self.judge, "begin_step"):
             self.judge.begin_step()
-        out_groups, advantages = [], []
+        out_groups = []
         n_elig = n_extra = spent = budget_total = calls = cost = 0.0
         for group in groups:
             group = list(group)
@@ -99,9 +99,9 @@ class BudgetGRPO(CreditMethod):
                 n_elig, n_extra, budget_total = n_elig + 1, n_extra + len(extra), budget_total + budget
                 spent += sum(t.num_policy_tokens for t in extra)
                 group = group + extra
-            adv = group_advantages(rewards(group), use_std)
             out_groups.append(group)
-            advantages.append([broadcast(t, a) for t, a in zip(group, adv)])
+        advantages = [[broadcast(t, a) for t, a in zip(group, adv)]
+                      for group, adv in zip(out_groups, group_outcome_advantages(out_groups, self.config))]
         metrics = {"budget/eligible_groups": n_elig, "budget/extra_episodes": n_extra,
                    "budget/budget_tokens": budget_total, EXTRA_TOKENS: spent, "judge/calls": calls,
                    "judge/cost_usd": cost}

@@ -5,14 +5,14 @@ state, or the goal's hidden details and a reference solution) labels every turn 
 good (+1) or bad (-1), or leaves it unlabelled (0: unknown / neutral / dropped). On the policy tokens
 of turn t of trajectory i of a group:
 
-    A_{i,t} = A^GRPO_i + beta * label_{i,t},     A^GRPO_i = R_i - mean_g(R)  (/ (std_g(R) + 1e-6) with
-                                                 config.grpo_std), beta = config.critic.beta
+    A_{i,t} = A^GRPO_i + beta * label_{i,t},     A^GRPO_i = R_i - mean_g(R)  (/ std + 1e-6 with
+                                                 config.std_scope), beta = config.critic.beta
 
 and 0 off the policy tokens. The turn reward is added to the outcome advantage as CriticSearch does,
 NOT normalised: labels are already bounded in {-1, 0, +1}, so beta alone fixes their weight against
-the outcome term (which lies in [-1, 1] without grpo_std); normalising the turn rewards over a group
+the outcome term (which lies in [-1, 1] at std_scope none); normalising the turn rewards over a group
 would erase the signal of a group whose turns are all good (or all bad) and couple trajectories.
-With grpo_std the outcome term is rescaled and the turn term is not.
+With a std_scope the outcome term is rescaled and the turn term is not.
 
 Critics (`make_critic(config.credit.critic, env_name, env_kwargs, workdir)`, by critic.name; each
 imported on first use):
@@ -42,7 +42,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from prover_jax.credit.base import (EXTRA_TOKENS, CreditMethod, CreditOutput, Needs, broadcast,
-                                    group_advantages, register_credit, rewards)
+                                    group_outcome_advantages, register_credit)
 from prover_jax.judges.base import config_get
 from prover_jax.rollout.trajectory import Trajectory
 
@@ -101,10 +101,9 @@ class Critic(CreditMethod):
         else:
             labels = [critic.label(group) for group in groups]
         critic_s = time.perf_counter() - t0
-        use_std = bool(config_get(self.config, "grpo_std", False))
         advantages, turns, good, bad = [], 0, 0, 0
-        for group, group_labels in zip(groups, labels, strict=True):
-            base = group_advantages(rewards(group), use_std)
+        bases = group_outcome_advantages(groups, self.config)
+        for group, group_labels, base in zip(groups, labels, bases, strict=True):
             out = []
             for traj, a, lab in zip(group, base, group_labels, strict=True):
                 lab = check_labels(traj, lab)

@@ -25,7 +25,7 @@ use R and optimise the same objective.
 Defaults (config.credit.gigpo): gamma 0.95, omega 1.0, std False, as verl-agent's ALFWorld recipe
 (algorithm.gamma=0.95, gigpo.step_advantage_w=1.0, gigpo.mode=mean_norm). Unlike verl-agent, the
 episode mean is over trajectories (verl-agent averages over all steps of the group), std is the
-population std (as `group_advantages`), and anchors compare env states, not observation text.
+population std (as `outcome_advantages`), and anchors compare env states, not observation text.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from prover_jax.credit.base import (EXTRA_TOKENS, CreditMethod, CreditOutput, Needs, broadcast,
-                                    group_advantages, register_credit, rewards)
+                                    outcome_advantages, register_credit, rewards)
 from prover_jax.judges.contrastive import IGNORED_FIELDS, Interner, state_key
 from prover_jax.rollout.trajectory import Trajectory
 
@@ -96,7 +96,7 @@ class GiGPO(CreditMethod):
     def assign(self, groups: Sequence[Sequence[Trajectory]]) -> CreditOutput:
         out, sizes, turns, anchored, abs_sum, fallback = [], [], 0, 0, 0.0, 0
         for group in groups:
-            ep = group_advantages(rewards(group), self.use_std)
+            ep = outcome_advantages([rewards(group)], "group" if self.use_std else "none")[0]
             ids, text = anchor_ids(group)
             fallback += text
             lens = [t.num_turns for t in group]

@@ -26,7 +26,7 @@ Metrics (a turn's credit = the mean advantage over its policy tokens; pooled ove
     pivotal_mass       share of sum |credit| on pivotal turns (|A| > --threshold)
     sign_agreement     on pivotal turns, share with sign(credit) == sign(A) (zero credit disagrees)
     turn_pivotal_mass  pivotal_mass of the turn-level part, credit - the episode's GRPO advantage
-                       (R - mean R of its group; / std with credit.grpo_std): where a method's credit
+                       (R - mean R of its group; / std with credit.std_scope): where a method's credit
                        beyond the group baseline lands (NaN when there is none, as for GRPO)
     turn_sign          on pivotal turns where the turn-level part is not 0, share with its sign == sign(A)
     segment_bias       mean over verified segments of estimated minus exact V(s_b) - V(s_a); a segment
@@ -55,7 +55,7 @@ import zlib
 import numpy as np
 
 from prover_jax.credit import lab_truth as lt
-from prover_jax.credit.base import credit_class, credit_names, group_advantages, make_credit, rewards
+from prover_jax.credit.base import credit_class, credit_names, group_outcome_advantages, make_credit
 from prover_jax.credit.verify import PolicyVerifier
 from prover_jax.envs import make
 from prover_jax.training.config import default_config
@@ -153,10 +153,9 @@ def run_method(spec: str, config, env, args, batch: dict, workdir: str) -> dict:
         else:  # enlarged groups: the played episodes are scored (the new ones came through the verifier)
             by_id = {id(t): a for g, ads in zip(out.groups, out.advantages) for t, a in zip(g, ads)}
             advantages = [[by_id[id(t)] for t in g] for g in groups]
-    use_std = bool(config.get("grpo_std", False))
     res = collections.defaultdict(list)
-    for group, ads in zip(groups, advantages):
-        for traj, adv, base in zip(group, ads, group_advantages(rewards(group), use_std)):
+    for group, ads, bases in zip(groups, advantages, group_outcome_advantages(groups, config)):
+        for traj, adv, base in zip(group, ads, bases):
             res["truth"].append(batch["adv"][traj.uid])
             res["credit"].append(lt.turn_credit(traj, adv))
             res["baseline"].append(float(base))

@@ -24,7 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from prover_jax.credit.base import (EXTRA_TOKENS, CreditMethod, CreditOutput, Needs, Verifier, broadcast,
-                                    group_advantages, register_credit, rewards)
+                                    group_outcome_advantages, register_credit, rewards)
 from prover_jax.rollout.trajectory import Trajectory
 
 VARIANTS = ("positive", "signed", "threshold")
@@ -113,10 +113,10 @@ class ProVer(CreditMethod):
         return Needs(judge=True, verifier=True, verify_envs=min(2 * groups * k, max(groups * group_size, k)),
                      metrics=METRICS)
 
-    def base_advantages(self, group: Sequence[Trajectory]) -> list[np.ndarray]:
-        """A^GRPO on every policy token of the group."""
-        use_std = bool(self.config.get("grpo_std", False))
-        return [broadcast(t, a) for t, a in zip(group, group_advantages(rewards(group), use_std))]
+    def base_advantages(self, groups: Sequence[Sequence[Trajectory]]) -> list[list[np.ndarray]]:
+        """A^GRPO (credit.std_scope) on every policy token of each group."""
+        return [[broadcast(t, a) for t, a in zip(group, adv)]
+                for group, adv in zip(groups, group_outcome_advantages(groups, self.config))]
 
     def is_eligible(self, group: Sequence[Trajectory]) -> bool:
         p = self.config.prover
@@ -152,7 +152,7 @@ class ProVer(CreditMethod):
         """Advantages and metrics from the judged groups (g -> (i, proposal, reason)) and the
         continuations of the valid ones (g -> (pre, post)); the same whatever order they came in."""
         p = self.config.prover
-        advantages = [self.base_advantages(group) for group in groups]
+        advantages = self.base_advantages(groups)
         reasons = collections.Counter()
         judge_calls = judge_cost = judge_in = judge_out = 0.0
         deltas, lengths, accepted, extra = [], [], 0, 0

@@ -10,7 +10,7 @@ For each group eligible under ProVer's rule (prover band), one trajectory (its s
     segment j = turns [c_j, c_{j+1}):     A = V(c_{j+1}) - V(c_j);   last segment: R - V(c_last)
 
 The segment advantages sum to R - mean_g(R), GRPO's advantage, redistributed along the trajectory
-(with credit.grpo_std both are divided by std_g(R) + 1e-6).
+(credit.std_scope divides both by the std of the group's or the batch's rewards + 1e-6).
 Every other trajectory keeps A^GRPO. Continuations are not trained on.
 """
 
@@ -20,8 +20,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from prover_jax.credit.base import (EXTRA_TOKENS, CreditMethod, CreditOutput, Needs, broadcast, group_advantages,
-                                    register_credit, rewards)
+from prover_jax.credit.base import (EXTRA_TOKENS, CreditMethod, CreditOutput, Needs, broadcast, outcome_advantages,
+                                    outcome_scales, register_credit, rewards, std_scope)
 from prover_jax.credit.prover import eligible, new_policy_tokens, shortest_success
 from prover_jax.rollout.trajectory import Trajectory
 
@@ -68,11 +68,11 @@ class SPOChain(CreditMethod):
 
     def assign(self, groups: Sequence[Sequence[Trajectory]]) -> CreditOutput:
         p, s = self.config.prover, self.config.spo_chain
-        use_std = bool(self.config.get("grpo_std", False))
         advantages, chosen = [], []  # chosen: (g, i, cuts)
-        for g, group in enumerate(groups):
-            r = rewards(group)
-            advantages.append([broadcast(t, a) for t, a in zip(group, group_advantages(r, use_std))])
+        r_groups, scope = [rewards(group) for group in groups], std_scope(self.config)
+        scales = outcome_scales(r_groups, scope)
+        for g, (group, r, adv) in enumerate(zip(groups, r_groups, outcome_advantages(r_groups, scope))):
+            advantages.append([broadcast(t, a) for t, a in zip(group, adv)])
             if not eligible(r, p.band_low, p.band_high):
                 continue
             picks = [shortest_success(group)] if s.trajectories == "one" else range(len(group))
@@ -88,8 +88,7 @@ class SPOChain(CreditMethod):
             values += v
             r = rewards(groups[g])
             adv = segment_advantages(traj, cuts, v, float(np.mean(r)))
-            if use_std:  # the same scale as the group's other (normalised) advantages
-                adv = adv / np.float32(r.std() + 1e-6)
+            adv = adv / np.float32(scales[g])  # the same scale as the group's other advantages
             advantages[g][i] = adv
             seg_abs += list(np.abs(adv[np.asarray(traj.policy_mask, bool)]))
         metrics = {"spo/eligible_groups": len({g for g, _, _ in chosen}), "spo/trajectories": len(chosen),

@@ -165,7 +165,9 @@ def default_config() -> ml_collections.ConfigDict:
     c.credit = ml_collections.ConfigDict()
     c.credit.method = "prover"  # registered estimators: grpo | prover | budget_grpo | gigpo | spo_chain | critic
     c.credit.overlap = True  # judges and verification start while the step's other episodes still run
-    c.credit.grpo_std = False  # divide group-centred rewards by std + 1e-6 (classic GRPO)
+    # scale of the group-centred rewards R - mean_g(R): none (Dr.GRPO, the paper's) | group (/ std_g + 1e-6,
+    # classic GRPO) | batch (/ std of the batch's rewards + 1e-6); gigpo keeps its own gigpo.std
+    c.credit.std_scope = "none"
     c.credit.prover = ml_collections.ConfigDict()
     c.credit.prover.k = 8  # continuations per boundary
     c.credit.prover.lam = 1.0  # credit = lam * max(delta, 0) on the segment's policy tokens

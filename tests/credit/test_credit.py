@@ -38,9 +38,32 @@ def test_grpo_broadcast():
         mask = np.asarray(t.policy_mask)
         np.testing.assert_allclose(adv[mask], a) and np.testing.assert_array_equal(adv[~mask], 0)
     c = credit_config()
-    c.grpo_std = True
+    c.std_scope = "group"
     out = make_credit("grpo", c).assign([group])
     assert out.advantages[0][0].max() == pytest.approx(0.75 / (np.std([1, 0, 0, 0]) + 1e-6), rel=1e-5)
+
+
+def test_std_scope_none_group_batch():
+    """A_i = (R_i - mean_g R) / s: s = 1, std_g + 1e-6, or std of the pooled batch rewards + 1e-6."""
+    from prover_jax.credit import outcome_advantages
+    r = [np.array([1, 0, 0, 0], np.float32), np.array([1, 1, 1, 0], np.float32), np.ones(4, np.float32)]
+    none, group, batch = (outcome_advantages(r, s) for s in ("none", "group", "batch"))
+    np.testing.assert_array_equal(none[0], [0.75, -0.25, -0.25, -0.25])
+    np.testing.assert_array_equal(none[2], 0)
+    np.testing.assert_allclose(group[0], none[0] / (np.sqrt(0.1875) + 1e-6), rtol=1e-6)
+    np.testing.assert_allclose(group[1], none[1] / (np.sqrt(0.1875) + 1e-6), rtol=1e-6)
+    pooled = np.std([1, 0, 0, 0, 1, 1, 1, 0, 1, 1, 1, 1])  # 8 of 12 succeed: sqrt(2/9)
+    for a, b in zip(batch, none):
+        np.testing.assert_allclose(a, b / (pooled + 1e-6), rtol=1e-6)
+    group_tr = [[fake_traj(2, s, i) for i, s in enumerate(rs)] for rs in r]
+    c = credit_config()
+    c.std_scope = "batch"
+    out = make_credit("grpo", c).assign(group_tr)
+    t = group_tr[1][3]
+    assert out.advantages[1][3][np.asarray(t.policy_mask)].max() == pytest.approx(-0.75 / (pooled + 1e-6), rel=1e-5)
+    c.std_scope = "per_token"
+    with pytest.raises(ValueError, match="credit.std_scope"):
+        make_credit("grpo", c).assign(group_tr)
 
 
 def test_eligibility_and_shortest_success():
