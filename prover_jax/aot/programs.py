@@ -184,13 +184,16 @@ def train_program(config, mesh: Mesh) -> Program:
     batch = train_batch(c, mesh)
     M, mb, L = batch["tokens"].shape
     step = make_train_step(graphdef, grpo_objective(c.loss), optimizer, mesh=mesh,
-                           logprob_chunk=c.train.logprob_chunk or None)
+                           logprob_chunk=c.train.logprob_chunk or None, epochs=c.train.ppo_epochs,
+                           mini_batches=c.train.mini_batches)
     tokens = M * mb * L
     per_token = 6.0 * matmul_params(cfg) + 3.0 * attention_flops_per_token(cfg, L // 2)
     kernel = 0.0
     if runtime.attention in ("splash", "cudnn"):  # kernels: forward, backward (2x), the remat's forward again
         kernel = (3.0 + (runtime.remat != "none")) * full_attention_flops_per_token(cfg, L // 2) * tokens
-    return Program("train_step", step.jitted(state), (state, batch), mesh, tokens, per_token * tokens, kernel)
+    passes = c.train.ppo_epochs  # every epoch is one forward + backward over the batch
+    return Program("train_step", step.jitted(state), (state, batch), mesh, tokens, per_token * tokens * passes,
+                   kernel * passes)
 
 
 def logprob_program(config, mesh: Mesh) -> Program:

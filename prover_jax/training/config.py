@@ -122,8 +122,14 @@ def default_config() -> ml_collections.ConfigDict:
 
     # Training loop.
     c.train = ml_collections.ConfigDict()
-    c.train.steps = 100  # optimizer steps (RL)
+    c.train.steps = 100  # RL steps (batches played and trained on)
     c.train.micro_batch_size = 8  # sequences per gradient-accumulation micro-batch
+    # PPO epochs: each RL batch is cut into mini_batches mini-batches (of whole micro-batches) and passed
+    # over ppo_epochs times, one optimizer update per mini-batch (the ratio against the behaviour
+    # log-probs leaves 1, so the clip acts); 1 and 1: one update per batch. optim's warmup / decay count
+    # optimizer updates (ppo_epochs * mini_batches per RL step)
+    c.train.ppo_epochs = 1
+    c.train.mini_batches = 1
     c.train.length_multiple = 128  # batch length padded to a multiple of this: fewer shapes to compile
     # > 0: packed rows of this many tokens, episodes placed first-fit by decreasing length (segment ids
     # keep each episode's forward its own); >= rollout.max_target_length. 0: one episode per row

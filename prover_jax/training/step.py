@@ -241,7 +241,7 @@ def nll_objective() -> Objective:
 
 
 def make_train_step(graphdef, objective, optimizer: optax.GradientTransformation, *, mesh=None,
-                    logprob_chunk: int | None = None):
+                    logprob_chunk: int | None = None, epochs: int = 1, mini_batches: int = 1):
     """Jitted `train_step(state, batch) -> (state, metrics)`, `state` donated.
 
     objective: an `Objective`: `grpo_objective(cfg.loss)` for RL, `nll_objective()` for SFT.
@@ -259,6 +259,15 @@ def make_train_step(graphdef, objective, optimizer: optax.GradientTransformation
     If the loss or the gradient norm is not finite, the update is skipped: params, opt_state and
     step are returned unchanged (bit-identical) and metrics["skipped"] = 1.
 
+    PPO epochs (`epochs` E, `mini_batches` N; train.ppo_epochs, train.mini_batches): the M
+    micro-batches are cut into N mini-batches of ceil(M / N) (zero-padded: an empty mini-batch is
+    no update), and the step makes E passes over them, one optimizer update per mini-batch (its own
+    N, S normalisers), E * N in all, in one jitted call. old_logprobs stay the behaviour's, so from the
+    second update on the ratio moves off 1 and the clip acts. A non-finite update is skipped alone;
+    `step` counts calls with at least one update applied (RL steps), optax's own count the updates.
+    Metrics: means over the non-empty updates; num_tokens / num_seqs of the whole batch; skipped =
+    non-finite updates; updates = updates applied.
+
     With `mesh`: each micro-batch is sharded over its sequences (logical "batch" -> data, fsdp), and
     the new state keeps exactly the shardings of the state passed in (read on the first call).
     """
@@ -267,10 +276,11 @@ def make_train_step(graphdef, objective, optimizer: optax.GradientTransformation
 
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
 
-    def step_fn(state: TrainState, batch, grad_shardings=None):
-        missing = [k for k in objective.keys if k not in batch]
-        if missing:
-            raise KeyError(f"train batch lacks {missing}")
+    if epochs < 1 or mini_batches < 1:
+        raise ValueError(f"train.ppo_epochs ({epochs}) and train.mini_batches ({mini_batches}) must be >= 1")
+
+    def update(state: TrainState, batch, grad_shardings=None):
+        """One optimizer update from the [M, mb, L] batch: (params, opt_state, finite, metrics)."""
         mask = batch["loss_mask"].astype(bool)
         num_tokens = jnp.sum(mask)
         seg = batch.get("segment_ids")
@@ -303,14 +313,57 @@ def make_train_step(graphdef, objective, optimizer: optax.GradientTransformation
         def keep(new, old):
             return jax.tree.map(lambda n, o: jnp.where(finite, n, o), new, old)
 
-        new_state = TrainState(params=keep(params, state.params),
-                               opt_state=keep(opt_state, state.opt_state),
-                               step=state.step + finite.astype(jnp.int32))
-        metrics = dict(metrics, num_seqs=num_seqs, grad_norm=grad_norm,
-                       skipped=1 - finite.astype(jnp.int32))
+        metrics = dict(metrics, num_seqs=num_seqs, grad_norm=grad_norm)
+        return keep(params, state.params), keep(opt_state, state.opt_state), finite, metrics
+
+    def with_lr(new_state, metrics):
         hyper = getattr(new_state.opt_state, "hyperparams", None)
         if hyper is not None and "learning_rate" in hyper:
             metrics["learning_rate"] = hyper["learning_rate"]
+        return new_state, metrics
+
+    def step_fn(state: TrainState, batch, grad_shardings=None):
+        missing = [k for k in objective.keys if k not in batch]
+        if missing:
+            raise KeyError(f"train batch lacks {missing}")
+        if epochs * mini_batches == 1:
+            params, opt_state, finite, metrics = update(state, batch, grad_shardings)
+            new_state = TrainState(params=params, opt_state=opt_state, step=state.step + finite.astype(jnp.int32))
+            return with_lr(new_state, dict(metrics, skipped=1 - finite.astype(jnp.int32)))
+        return with_lr(*ppo_epochs(state, batch, grad_shardings))
+
+    def ppo_epochs(state: TrainState, batch, grad_shardings):
+        M = next(iter(batch.values())).shape[0]
+        per = -(-M // mini_batches)
+        pad = per * mini_batches - M
+        minis = jax.tree.map(lambda x: jnp.pad(x, [(0, pad)] + [(0, 0)] * (x.ndim - 1)).reshape(
+            (mini_batches, per) + x.shape[1:]), batch)
+
+        def one(carry, n):
+            params, opt_state, applied = carry
+            mini = jax.tree.map(lambda x: jax.lax.dynamic_index_in_dim(x, n, keepdims=False), minis)
+            nonempty = jnp.any(mini["loss_mask"])
+            cur = TrainState(params=params, opt_state=opt_state, step=state.step)
+            new_params, new_opt, finite, m = update(cur, mini, grad_shardings)
+            ok = finite & nonempty
+            params, opt_state = jax.tree.map(lambda a, b: jnp.where(ok, a, b), (new_params, new_opt),
+                                             (params, opt_state))
+            m = dict(m, weight=nonempty.astype(jnp.float32), skipped=(nonempty & ~finite).astype(jnp.int32))
+            return (params, opt_state, applied + ok.astype(jnp.int32)), m
+
+        order = jnp.tile(jnp.arange(mini_batches, dtype=jnp.int32), epochs)
+        (params, opt_state, applied), ms = jax.lax.scan(one, (state.params, state.opt_state, jnp.int32(0)), order)
+        w = ms.pop("weight")
+        skipped = jnp.sum(ms.pop("skipped"))
+        metrics = {k: jnp.sum(v * w.reshape((-1,) + (1,) * (v.ndim - 1))) / jnp.maximum(jnp.sum(w), 1.0)
+                   for k, v in ms.items()}
+        mask = batch["loss_mask"].astype(bool)
+        seg = batch.get("segment_ids")
+        metrics.update(num_tokens=jnp.sum(mask).astype(jnp.float32),
+                       num_seqs=count_sequences(mask.reshape(-1, mask.shape[-1]),
+                                                None if seg is None else seg.reshape(-1, seg.shape[-1])),
+                       skipped=skipped, updates=applied)
+        new_state = TrainState(params=params, opt_state=opt_state, step=state.step + (applied > 0).astype(jnp.int32))
         return new_state, metrics
 
     if mesh is None:

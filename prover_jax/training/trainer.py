@@ -81,7 +81,8 @@ class Trainer:
         self.optimizer = make_optimizer(c.optim)
         self.state = dist.globalize(init_train_state(model, self.optimizer), self.mesh)
         self.train_step = make_train_step(self.graphdef, grpo_objective(c.loss), self.optimizer, mesh=self.mesh,
-                                          logprob_chunk=c.train.logprob_chunk or None)
+                                          logprob_chunk=c.train.logprob_chunk or None, epochs=c.train.ppo_epochs,
+                                          mini_batches=c.train.mini_batches)
         # the KL reference is the policy RL starts from (after SFT), taken at the first RL step and
         # checkpointed once in W/reference, so a resumed run keeps the same reference
         self.ref_params = None
@@ -230,7 +231,8 @@ class Trainer:
 
     def _configured_hyperparams(self) -> None:
         """A restored optimizer state trains with the configured hyperparameters, not the stored ones."""
-        opt_state, changed = with_configured_hyperparams(self.state.opt_state, self.config.optim, self.step)
+        updates = getattr(self.state.opt_state, "count", self.step)  # optimizer updates (PPO epochs: > RL steps)
+        opt_state, changed = with_configured_hyperparams(self.state.opt_state, self.config.optim, int(updates))
         for name, (stored, configured) in changed.items():
             logging.warning("optim.%s: the checkpoint in %s was trained at %g; resuming at the configured %g",
                             name, self.ckpts.directory, stored, configured)
