@@ -55,11 +55,13 @@ def first_fit(lengths: Sequence[int], capacity: int) -> list[list[int]]:
 
 def pack(trajs: Sequence[Trajectory], advantages: Sequence[np.ndarray], micro_batch_size: int,
          length_multiple: int = 128, max_length: int | None = None,
-         length: int | None = None, max_tokens_per_row: int = 0, num_rows: int = 0) -> dict[str, np.ndarray]:
+         length: int | None = None, max_tokens_per_row: int = 0, num_rows: int = 0,
+         trained: Sequence[bool] | None = None) -> dict[str, np.ndarray]:
     """`length` fixes L (e.g. agreed over processes); else L = padded_length(longest, ...).
-    max_tokens_per_row > 0: packed rows of L = max_tokens_per_row, at least `num_rows` of them."""
-    if len(trajs) != len(advantages) or not trajs:
-        raise ValueError("pack: one advantage array per trajectory, at least one trajectory")
+    max_tokens_per_row > 0: packed rows of L = max_tokens_per_row, at least `num_rows` of them.
+    `trained[i]` False: trajectory i is in the batch but not in loss_mask (context only)."""
+    if len(trajs) != len(advantages) or not trajs or (trained is not None and len(trained) != len(trajs)):
+        raise ValueError("pack: one advantage array (and `trained` flag) per trajectory, at least one trajectory")
     lengths = [len(t.tokens) for t in trajs]
     if max_tokens_per_row > 0:
         L = max_tokens_per_row
@@ -85,7 +87,7 @@ def pack(trajs: Sequence[Trajectory], advantages: Sequence[np.ndarray], micro_ba
             span = slice(at, at + n)
             out["tokens"][r, span] = t.tokens
             out["valid"][r, span] = True
-            out["loss_mask"][r, span] = t.policy_mask
+            out["loss_mask"][r, span] = t.policy_mask if trained is None or trained[i] else False
             out["loss_mask"][r, at] = False
             out["advantages"][r, span] = adv
             out["old_logprobs"][r, span] = t.logprobs

@@ -82,6 +82,10 @@ def default_config() -> ml_collections.ConfigDict:
     c.rollout.max_turns = 0  # 0: the family's own turn limit
     c.rollout.system_prompt = ""  # "": the family's own system prompt; else this text replaces it
     c.rollout.max_concurrent_decodes = 32  # engine slots
+    # DAPO's dynamic sampling (training/dynamic.py): off | drop (train only on groups whose outcomes differ)
+    # | refill (draw and play more task batches until groups_per_step such groups, at most max_draws batches)
+    c.rollout.dynamic_sampling = "off"
+    c.rollout.max_draws = 3
     c.rollout.off_policy_steps = 0  # 1: the next step's batch plays with the old weights during the update
     c.rollout.warmup = False  # compile every prefill / insert / decode shape of the sampler at start
     c.rollout.decode_steps_per_call = 1  # decode steps per jitted call (end conditions checked on device)
@@ -101,6 +105,13 @@ def default_config() -> ml_collections.ConfigDict:
     c.loss.aggregation = "token-mean"  # token-mean | seq-mean-token-mean | seq-mean-token-sum-norm
     c.loss.horizon = ml_collections.config_dict.placeholder(int)  # T of seq-mean-token-sum-norm (None: batch length)
     c.loss.ratio_level = "token"  # token | sequence (GSPO: each token takes its sequence's length-normalised ratio)
+    # DAPO's overlong handling (credit/shaping.py): episodes cut by rollout.max_target_length leave the loss
+    c.loss.mask_truncated = False
+    # soft overlong punishment: an episode of len > Lmax - buffer tokens gets -coef min(len - (Lmax - buffer),
+    # buffer) / buffer added to its reward (group-centred onto its advantages); buffer 0 or coef 0 = off
+    c.loss.overlong_penalty = ml_collections.ConfigDict()
+    c.loss.overlong_penalty.buffer = 0
+    c.loss.overlong_penalty.coef = 0.0
 
     # Optimizer (optax).
     c.optim = ml_collections.ConfigDict()

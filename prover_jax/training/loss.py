@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from prover_jax.models.qwen3_5 import packing
 from prover_jax.registry import Registry
@@ -231,24 +230,11 @@ def _sequence_ratio(logp, log_ratio, mask, segment_ids):
     return s_BxL * jnp.exp(logp - jax.lax.stop_gradient(logp))
 
 
-def overlong_penalty(lengths, max_length: int, buffer: int, coef: float) -> np.ndarray:
-    """DAPO's soft overlong punishment: a reward term per episode of `lengths` tokens (Lmax = max_length)
-        0                                                  if len <= Lmax - buffer
-        -coef min(len - (Lmax - buffer), buffer) / buffer  otherwise (-coef from Lmax on)
-    Zeros when buffer <= 0 or coef = 0. Not yet applied by the trainer (no config field)."""
-    lengths = np.asarray(lengths, np.float64)
-    if buffer <= 0 or not coef:
-        return np.zeros_like(lengths)
-    excess = lengths - (max_length - buffer)
-    return np.where(excess > 0, -coef * np.minimum(excess, buffer) / buffer, 0.0)
-
-
 def grpo_loss(logprobs, old_logprobs, advantages, loss_mask, *, eps_low: float, eps_high: float,
               dual_clip: float = 0.0, aggregation: str = "token-mean", kl_coef: float = 0.0,
               ref_logprobs=None, entropy=None, entropy_coef: float = 0.0, num_tokens=None,
               num_seqs=None, horizon=None, behavior_logprobs=None, tis_cap: float = 0.0,
-              segment_ids=None, kl_estimator: str = "k3", ratio_level: str = "token",
-              mask_truncated: bool = False, truncated=None):
+              segment_ids=None, kl_estimator: str = "k3", ratio_level: str = "token"):
     """Clipped-ratio GRPO loss with per-token advantages; returns (loss, metrics).
 
     Per policy token (all inputs [B, L]):
@@ -265,9 +251,6 @@ def grpo_loss(logprobs, old_logprobs, advantages, loss_mask, *, eps_low: float, 
         r_it = sg(s_i) exp(logp_it - sg(logp_it))       (value s_i, gradient s_i grad logp_it)
     Advantages stay per token; clip_frac and ratio_mean are taken on this r. A sequence lies within one
     micro-batch, so s_i is exact under accumulation.
-    `mask_truncated` with `truncated` ([B, L] bool, True on every token of an episode that ran out of
-    length): those tokens leave loss_mask. The trainer does not produce `truncated` yet (mask_truncated
-    without it is an error); when it does, the N and S it passes must be counted without those tokens.
 
     Off-policy samples (decoupled PPO with truncated importance sampling): with `behavior_logprobs`
     (what the sampler recorded) and tis_cap > 0, `old_logprobs` are the proximal policy's (the weights
@@ -289,10 +272,6 @@ def grpo_loss(logprobs, old_logprobs, advantages, loss_mask, *, eps_low: float, 
     if entropy_coef and entropy is None:
         raise ValueError("entropy_coef != 0 needs entropy")
     m = loss_mask.astype(bool)
-    if mask_truncated:
-        if truncated is None:
-            raise ValueError("loss.mask_truncated needs `truncated` (the trainer does not produce it yet)")
-        m = m & ~truncated.astype(bool)
     mf = m.astype(jnp.float32)
     n_tok = jnp.sum(mf) if num_tokens is None else num_tokens
     n_seq = count_sequences(m, segment_ids) if num_seqs is None else num_seqs

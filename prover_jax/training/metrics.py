@@ -24,12 +24,14 @@ import shutil
 import tempfile
 import time
 
+import numpy as np
+
 SUMMED = {"episodes", "trained_episodes", "turns_total", "policy_tokens", "credit/extra_policy_tokens",
           "prover/eligible_groups", "prover/proposals", "prover/valid_proposals", "prover/accepted",
           "prover/verify_policy_tokens", "judge/calls", "judge/cost_usd", "judge/input_tokens",
           "judge/output_tokens", "critic/calls", "critic/cost_usd", "critic/dropped"}
 SUMMED_PREFIXES = ("prover/dropped/",)
-WEIGHTED = {"success_rate": "episodes", "score": "episodes", "turns": "episodes",
+WEIGHTED = {"success_rate": "episodes", "truncated_frac": "episodes", "score": "episodes", "turns": "episodes",
             "invalid_action_frac": "turns_total", "prover/segment_len": "prover/valid_proposals",
             "prover/delta_mean": "prover/valid_proposals"}
 RATIOS = {"prover/acceptance_rate": ("prover/accepted", "prover/valid_proposals"),
@@ -56,6 +58,20 @@ def merge_rows(rows: list[dict]) -> dict:
         if k in out:
             out[k] = out.get(num, 0) / out[den] if out.get(den) else 0.0
     return out
+
+
+def episode_metrics(played) -> dict:
+    """The row's figures of the episodes played (a step's trajectories): counts, success, score, turns,
+    sampled policy tokens, inadmissible-action share over turns, share cut by the context limit."""
+    from prover_jax.rollout.trajectory import CONTEXT_LIMIT
+    turns = [turn for t in played for turn in t.turns]
+    return {"episodes": len(played), "turns_total": len(turns),
+            "success_rate": float(np.mean([t.success for t in played])),
+            "score": float(np.mean([t.score for t in played])),
+            "turns": float(np.mean([t.num_turns for t in played])),
+            "policy_tokens": int(sum(t.num_policy_tokens for t in played)),
+            "invalid_action_frac": float(np.mean([not turn.valid for turn in turns])) if turns else 0.0,
+            "truncated_frac": float(np.mean([t.termination == CONTEXT_LIMIT for t in played]))}
 
 
 class CompileCounter:

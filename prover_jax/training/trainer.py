@@ -31,7 +31,6 @@ from typing import Any
 import grain
 import jax
 import jax.numpy as jnp
-import numpy as np
 from absl import logging
 from flax import nnx
 
@@ -47,10 +46,11 @@ from prover_jax.sampling import Driver, SamplingParams
 from prover_jax.sharding import make_mesh
 from prover_jax.training import build, evaluation, sft
 from prover_jax.training.build import mesh_devices, mesh_shape, model_runtime
-from prover_jax.training.batch import POLICY_MULTIPLE, first_fit, pack, padded_length, policy_positions
+from prover_jax.training import assemble, dynamic
+from prover_jax.training.batch import padded_length
 from prover_jax.training.loss import check_sampling
 from prover_jax.training.checkpoints import Checkpoints
-from prover_jax.training.metrics import CompileCounter, merge_rows
+from prover_jax.training.metrics import CompileCounter, episode_metrics, merge_rows
 from prover_jax.training.step import (abstract_batch, grpo_objective, init_train_state, make_optimizer,
                                       make_train_step, with_configured_hyperparams)
 from prover_jax.training.workdir import append_line, read_lines, save_folder, workdir_path
@@ -113,6 +113,7 @@ class Trainer:
         self.pool = EnvPool(c.env.name, n_train, env_kw, processes=c.env.processes)
         if r.warmup:
             logging.info("compiled the sampler's shapes in %.0f s", self.driver.warmup(self.pool.prompt.stop_strings))
+        dynamic.check_mode(r.dynamic_sampling, r.max_draws)
         self.needs = credit_class(c.credit.method).needs(c.credit, groups=local_groups, group_size=r.group_size)
         self.verify_pool = (EnvPool(c.env.name, self.needs.verify_envs, env_kw, processes=c.env.processes)
                             if self.needs.verifier else None)
@@ -243,20 +244,23 @@ class Trainer:
     def step(self) -> int:
         return int(self.state.step)
 
-    def _collect(self) -> tuple[list[int], list, Any, float]:
-        """The next task batch played and credited with the driver's current weights:
-        (seeds, this process's trajectories, their CreditOutput, wall seconds)."""
-        c = self.config
-        G = c.rollout.group_size
+    def _collect(self) -> tuple[dynamic.Selected, float]:
+        """The next task batch (with rollout.dynamic_sampling = refill, batches) played and credited
+        with the driver's current weights, and what of it is trained on: (Selected, wall seconds)."""
+        r = self.config.rollout
+        G = r.group_size
         t0 = time.perf_counter()
         self._tasks_before = (self.tasks.get_state(), self.batches_drawn)
-        seeds = [int(s) for s in next(self.tasks)]
-        base = self.batches_drawn * len(seeds) * G
-        self.batches_drawn += 1
-        lo, hi = self.group_lo, self.group_hi
-        trajs, credit = self.pipeline.run([s for s in seeds[lo:hi] for _ in range(G)],
-                                          [base + g * G + j for g in range(lo, hi) for j in range(G)], G)
-        return seeds, trajs, credit, time.perf_counter() - t0
+        draws = []
+        while not draws or dynamic.wants_more(draws, r.dynamic_sampling, r.max_draws, r.groups_per_step):
+            seeds = [int(s) for s in next(self.tasks)]
+            base = self.batches_drawn * len(seeds) * G
+            self.batches_drawn += 1
+            lo, hi = self.group_lo, self.group_hi
+            trajs, credit = self.pipeline.run([s for s in seeds[lo:hi] for _ in range(G)],
+                                              [base + g * G + j for g in range(lo, hi) for j in range(G)], G)
+            draws.append(dynamic.Draw(seeds, trajs, credit, lo, G))
+        return dynamic.select(draws, r.dynamic_sampling, r.groups_per_step), time.perf_counter() - t0
 
     def rl_step(self) -> dict[str, Any]:
         """One optimizer step. With rollout.off_policy_steps = 1 the batch was played (and credited)
@@ -265,25 +269,12 @@ class Trainer:
         c = self.config
         t_step = time.perf_counter()
         if self._prefetched is not None:
-            (seeds, trajs, credit, _), self._prefetched = self._prefetched, None
+            (chosen, _), self._prefetched = self._prefetched, None
         else:
-            seeds, trajs, credit, _ = self._collect()
+            chosen, _ = self._collect()
         t0 = time.perf_counter()
-        flat_adv = [a for group in credit.advantages for a in group]
-        played = trajs
-        if credit.groups is not None:  # the method added episodes to train on (Needs.extra_episodes)
-            trajs = [t for group in credit.groups for t in group]
-        cap = c.train.max_tokens_per_row
-        n_rows = len(first_fit([len(t.tokens) for t in trajs], cap)) if cap > 0 else len(trajs)
-        shapes = dist.allgather_json([max(len(t.tokens) for t in trajs), n_rows])
-        L = padded_length(max(n for n, _ in shapes), c.train.length_multiple, c.rollout.max_target_length)
-        B = max(b for _, b in shapes)  # equal rows on every process
-        rows = pack(trajs, flat_adv, B, length=L, max_tokens_per_row=cap, num_rows=B)
-        if c.train.logits == "policy":  # the vocab projection at the policy tokens only: P agreed over processes
-            most = max(dist.allgather_json(int(rows["loss_mask"].sum(-1).max())))
-            P = padded_length(max(most, 1), POLICY_MULTIPLE, rows["tokens"].shape[-1])
-            rows["policy_at"] = policy_positions(rows["loss_mask"], P)
-        batch = dist.global_batch({k: v[0] for k, v in rows.items()}, self.mesh, c.train.micro_batch_size)
+        seeds, played, credit = chosen.seeds, chosen.played, chosen.credit
+        trajs, rows, batch, overlong = assemble.train_batch(c, self.mesh, chosen)
         if self.ref_ckpts is not None:
             if self.ref_params is None:  # the first RL step of the run: the policy RL starts from
                 self.ref_params = jax.tree.map(jnp.copy, self.state.params)
@@ -298,7 +289,7 @@ class Trainer:
         overlap_s = 0.0
         if self.off_policy:
             self._prefetched = self._collect()
-            overlap_s = self._prefetched[3]
+            overlap_s = self._prefetched[1]
         self.driver.update_params(self.sync(self.state.params))
         m = {k: float(v) for k, v in jax.device_get(m).items()}
         update_s = time.perf_counter() - t0 - overlap_s
@@ -309,21 +300,16 @@ class Trainer:
                                          "gradient; stopping (the last checkpoint is intact)")
         else:
             self.skipped_in_a_row = 0
-        turns = sum(t.num_turns for t in played)
-        row = {"step": before + 1, "applied": self.step > before, "tasks": seeds,
-               "episodes": len(played), "turns_total": turns, "trained_episodes": len(trajs),
-               "success_rate": float(np.mean([t.success for t in played])),
-               "score": float(np.mean([t.score for t in played])),
-               "turns": float(np.mean([t.num_turns for t in played])),
-               "policy_tokens": int(sum(t.num_policy_tokens for t in played)),
-               "invalid_action_frac": _invalid_frac(played), **m,
+        row = {"step": before + 1, "applied": self.step > before, "tasks": seeds, **episode_metrics(played),
+               "trained_episodes": len(trajs), **m, "overlong_penalty": overlong,
                "batch_fill": float(rows["valid"].mean()),  # real tokens / batch positions (this process's rows)
                "time/update_s": update_s, "time/step_s": time.perf_counter() - t_step,
                "compiles": self.compiles.take()}
         row.setdefault("kl", 0.0)
         # every row of a run has the same keys: the method's declared metrics, 0 when it had nothing
-        row.update(dict.fromkeys(COMMON_METRICS + self.needs.metrics, 0.0))
+        row.update(dict.fromkeys(COMMON_METRICS + self.needs.metrics + dynamic_metrics(c), 0.0))
         row.update(credit.metrics)
+        row.update(chosen.metrics)
         row = merge_rows(dist.allgather_json(row))
         for k in SPENDING:
             self.totals[k] += float(row.get(k, 0.0))
@@ -391,6 +377,5 @@ class Trainer:
             self.ref_ckpts.close()
 
 
-def _invalid_frac(trajs) -> float:
-    turns = [turn for t in trajs for turn in t.turns]
-    return float(np.mean([not turn.valid for turn in turns])) if turns else 0.0
+def dynamic_metrics(config) -> tuple[str, ...]:
+    return dynamic.METRICS if config.rollout.dynamic_sampling != "off" else ()

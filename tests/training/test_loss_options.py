@@ -1,5 +1,6 @@
 """grpo_loss's GRPO options against NumPy: KL estimators (value and gradient), GSPO's sequence-level
-ratio (rows and packed runs), mask_truncated, DAPO's overlong penalty; the defaults change nothing."""
+ratio (rows and packed runs); the defaults change nothing. (DAPO's overlong handling is host-side:
+tests/training/test_dynamic_sampling.py.)"""
 
 import jax
 import jax.numpy as jnp
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 
 from prover_jax.training.config import default_config
-from prover_jax.training.loss import KL_ESTIMATORS, grpo_loss, overlong_penalty
+from prover_jax.training.loss import KL_ESTIMATORS, grpo_loss
 from prover_jax.training.step import _loss_kwargs
 
 B, L = 3, 6
@@ -110,46 +111,13 @@ def test_sequence_ratio(packed):
     assert token_loss != loss
 
 
-# --------------------------------------------------------------------------------- mask_truncated
-
-def test_mask_truncated_removes_exactly_the_truncated_tokens():
-    d = inputs(2)
-    trunc = np.zeros((B, L), bool)
-    trunc[1] = True  # episode 1 ran out of length
-    assert d["mask"][1].sum() >= 2
-    t = jnp.asarray(trunc)
-    loss, metrics, grad = value_and_grad(d, mask_truncated=True, truncated=t)
-    kept = dict(d, mask=d["mask"] & ~trunc)
-    want, want_m, want_grad = value_and_grad(kept)
-    assert loss == want and metrics == want_m
-    np.testing.assert_array_equal(grad, want_grad)
-    assert np.all(grad[1] == 0) and metrics["num_tokens"] == kept["mask"].sum()
-    a, m = d["adv"].astype(np.float64), kept["mask"]
-    r = np.exp(d["logp"].astype(np.float64) - d["old"])
-    pg = np.maximum(-a * r, -a * np.clip(r, 1 - EPS["eps_low"], 1 + EPS["eps_high"]))
-    np.testing.assert_allclose(loss, pg[m].sum() / m.sum(), rtol=1e-5)
-    assert value_and_grad(d, truncated=t)[0] == value_and_grad(d)[0]  # mask_truncated off: ignored
-    with pytest.raises(ValueError, match="mask_truncated"):
-        value_and_grad(d, mask_truncated=True)
-
-
-# -------------------------------------------------------------------------------- overlong penalty
-
-def test_overlong_penalty():
-    lengths = [50, 80, 81, 90, 100, 130]
-    np.testing.assert_allclose(overlong_penalty(lengths, max_length=100, buffer=20, coef=1.0),
-                               [0, 0, -0.05, -0.5, -1.0, -1.0])
-    np.testing.assert_allclose(overlong_penalty(lengths, 100, 20, 0.5), [0, 0, -0.025, -0.25, -0.5, -0.5])
-    assert not overlong_penalty(lengths, 100, 0, 1.0).any() and not overlong_penalty(lengths, 100, 20, 0.0).any()
-
-
 # ------------------------------------------------------------------------------------- defaults
 
 def test_defaults_are_bit_identical():
     d = inputs(3)
     j = {k: jnp.asarray(v) for k, v in d.items()}
     kw = dict(EPS, kl_coef=0.1, ref_logprobs=j["ref"], aggregation="seq-mean-token-mean")
-    defaults = dict(kl_estimator="k3", ratio_level="token", mask_truncated=False, truncated=None)
+    defaults = dict(kl_estimator="k3", ratio_level="token")
 
     def run(**extra):
         fn = lambda lp: grpo_loss(lp, j["old"], j["adv"], j["mask"], **kw, **extra)  # noqa: E731

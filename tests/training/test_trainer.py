@@ -161,7 +161,7 @@ def test_off_policy_steps(tmp_path, off_policy):
         first = t.rl_step()
         assert abs(first["ratio_mean"] - 1.0) < 1e-4
         if off_policy:
-            _, trajs, _, _ = t._prefetched  # the next batch, played during the first update
+            trajs = t._prefetched[0].played  # the next batch, played during the first update
             assert sampled_under(trajs, theta0) < 1e-4 and sampled_under(trajs, t.state.params) > 1e-3
             assert t._meta()["batches_drawn"] == 1  # a checkpoint now replays the prefetched batch
         second = t.rl_step()

@@ -1,0 +1,58 @@
+"""The step's selected groups -> the global [M, mb, L] train batch, its shapes agreed over processes.
+
+    trajs, rows, batch, overlong = train_batch(config, mesh, selected)   # selected: dynamic.Selected
+    rows, batch = global_batch(config, mesh, trajs, advantages, trained)
+
+`train_batch`: the groups trained on (the credit method's, enlarged when it added episodes, or those
+dynamic sampling kept; else the played ones), their advantages with DAPO's overlong penalty
+(loss.overlong_penalty, `credit.shaping`), and loss.mask_truncated's and dynamic sampling's
+context-only episodes out of the loss; `overlong` is the mean penalty.
+
+L (the longest episode of any process, padded to train.length_multiple; packed: train.max_tokens_per_row)
+and the row count B (the most any process needs) are agreed with `allgather_json`, so every process
+packs [B, L] rows (`batch.pack`) and `distributed.global_batch` lays them out as one global batch.
+With train.logits = policy, P (the most policy tokens of any row, padded to POLICY_MULTIPLE) is agreed
+too and policy_at added. `trained[i]` False keeps episode i out of the loss mask (context only).
+Returns this process's rows [1, B, L] (numpy, for metrics such as batch_fill) and the global batch.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from prover_jax import distributed as dist
+from prover_jax.credit.shaping import overlong_shaping, trained_episodes
+from prover_jax.rollout.trajectory import Trajectory
+from prover_jax.training.batch import POLICY_MULTIPLE, first_fit, pack, padded_length, policy_positions
+
+
+def global_batch(config, mesh, trajs: Sequence[Trajectory], advantages: Sequence[np.ndarray],
+                 trained: Sequence[bool]) -> tuple[dict[str, np.ndarray], dict]:
+    c = config
+    cap = c.train.max_tokens_per_row
+    n_rows = len(first_fit([len(t.tokens) for t in trajs], cap)) if cap > 0 else len(trajs)
+    shapes = dist.allgather_json([max(len(t.tokens) for t in trajs), n_rows])
+    L = padded_length(max(n for n, _ in shapes), c.train.length_multiple, c.rollout.max_target_length)
+    B = max(b for _, b in shapes)  # equal rows on every process
+    rows = pack(trajs, advantages, B, length=L, max_tokens_per_row=cap, num_rows=B, trained=trained)
+    if c.train.logits == "policy":  # the vocab projection at the policy tokens only: P agreed over processes
+        most = max(dist.allgather_json(int(rows["loss_mask"].sum(-1).max())))
+        P = padded_length(max(most, 1), POLICY_MULTIPLE, rows["tokens"].shape[-1])
+        rows["policy_at"] = policy_positions(rows["loss_mask"], P)
+    return rows, dist.global_batch({k: v[0] for k, v in rows.items()}, mesh, c.train.micro_batch_size)
+
+
+def train_batch(config, mesh, selected) -> tuple[list[Trajectory], dict[str, np.ndarray], dict, float]:
+    c, credit, played = config, selected.credit, selected.played
+    G = c.rollout.group_size
+    groups = credit.groups if credit.groups is not None else [played[g:g + G] for g in range(0, len(played), G)]
+    over = c.loss.overlong_penalty
+    advantages, overlong = overlong_shaping(groups, credit.advantages, c.rollout.max_target_length,
+                                            over.buffer, over.coef)
+    trajs = [t for group in groups for t in group]
+    trained = [k and t.uid not in selected.context
+               for k, t in zip(trained_episodes(trajs, c.loss.mask_truncated), trajs)]
+    rows, batch = global_batch(c, mesh, trajs, [a for ads in advantages for a in ads], trained)
+    return trajs, rows, batch, overlong
