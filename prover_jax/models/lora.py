@@ -1,0 +1,171 @@
+"""LoRA adapters on the policy, through qwix (pinned: README, dependencies).
+
+    spec = LoraSpec(rank=8, alpha=16.0, targets=DEFAULT_TARGETS)
+    lm = apply_lora(model, spec, mesh)                # adapters A [in, r] (he-uniform), B [r, out] = 0, fp32
+    graphdef, adapters, base = split_lora(lm)         # nnx.LoRAParam state / the frozen base's nnx.Param state
+    params = merge_weights(base, adapters, spec)      # a plain model's params: W + (alpha / r) A @ B
+    tensors, config = peft_adapter(adapters, spec, base_model)  # HF PEFT's adapter files
+
+qwix intercepts the `jnp.dot` of every `Linear` whose module path matches a target name, inside
+`Qwen3_5.hidden` (the method every forward goes through: the loss, the log-prob pass, prefill and
+decode), and adds (x @ A) @ B * alpha / r. With B = 0 the model is the base model exactly. The
+adapters are created by one cached forward (the uncached forward splits and merges each layer, where
+created variables would be lost), then checked: one pair per matched module, or an error.
+The sampler gets plain weights merged on device (`merge_weights`, jitted by the caller), so it
+decodes at the base model's cost; PEFT's scaling is alpha / r too (no rsLoRA), lora_A = A^T [r, in],
+lora_B = B^T [out, r].
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import warnings
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from prover_jax.models.qwen3_5 import Qwen3_5, shard_model
+from prover_jax.models.qwen3_5.layers import Linear
+
+# every projection of both layer kinds and the MLP (not the embedding / head, nor the tiny GDN
+# gates in_proj_b / in_proj_a)
+DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "in_proj_qkv", "in_proj_z", "out_proj",
+                   "gate_proj", "up_proj", "down_proj")
+A_SUFFIX, B_SUFFIX = "_lora_a", "_lora_b"
+
+
+@dataclasses.dataclass(frozen=True)
+class LoraSpec:
+    rank: int
+    alpha: float
+    targets: tuple[str, ...] = DEFAULT_TARGETS
+    dropout: float = 0.0
+
+    @property
+    def scale(self) -> float:
+        return float(self.alpha) / int(self.rank)
+
+    @classmethod
+    def from_config(cls, section) -> "LoraSpec | None":
+        """`model.lora` (rank 0: no LoRA)."""
+        if int(section.rank) <= 0:
+            return None
+        targets = tuple(section.targets)
+        bad = [t for t in targets if t not in DEFAULT_TARGETS + ("in_proj_b", "in_proj_a")]
+        if bad or not targets:
+            raise ValueError(f"model.lora.targets: unknown module names {bad}; choose from "
+                             f"{', '.join(DEFAULT_TARGETS + ('in_proj_b', 'in_proj_a'))}")
+        if not 0.0 <= float(section.dropout) < 1.0:
+            raise ValueError(f"model.lora.dropout must lie in [0, 1), got {section.dropout}")
+        return cls(int(section.rank), float(section.alpha), targets, float(section.dropout))
+
+    def to_json(self) -> dict:
+        return {"rank": self.rank, "alpha": self.alpha, "targets": list(self.targets), "dropout": self.dropout}
+
+
+def _targeted(model: Qwen3_5, spec: LoraSpec) -> list[tuple]:
+    """Paths of the Linear modules whose name is a target."""
+    return [path for path, mod in nnx.iter_graph(model)
+            if isinstance(mod, Linear) and path and str(path[-1]) in spec.targets]
+
+
+def apply_lora(model: Qwen3_5, spec: LoraSpec, mesh=None, seed: int = 0) -> Qwen3_5:
+    """`model` with qwix LoRA adapters on the target projections, adapters in fp32 with the base
+    kernel's logical axes on their outer dims (A: (in, None), B: (None, out)), sharded over `mesh`."""
+    import qwix
+
+    want = _targeted(model, spec)
+    provider = qwix.LoraProvider(module_path=r".*/(" + "|".join(map(re.escape, spec.targets)) + r")$",
+                                 rank=spec.rank, alpha=spec.alpha, dropout=spec.dropout)
+    tokens = jnp.zeros((1, 2), jnp.int32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lm = qwix.apply_lora_to_model(model, provider, tokens, methods=("hidden",), rngs=nnx.Rngs(seed),
+                                      cache=model.init_cache(1, 3))
+    got = 0
+    for _, mod in nnx.iter_graph(lm):
+        if isinstance(mod, Linear) and hasattr(mod, "kernel" + A_SUFFIX):
+            axes = mod.kernel.get_metadata().get("axes", (None, None))
+            a, b = getattr(mod, "kernel" + A_SUFFIX), getattr(mod, "kernel" + B_SUFFIX)
+            a.set_value(a[...].astype(jnp.float32))
+            b.set_value(b[...].astype(jnp.float32))
+            a.set_metadata("axes", (axes[0], None))
+            b.set_metadata("axes", (None, axes[1]))
+            got += 1
+    if got != len(want):
+        raise RuntimeError(f"LoRA: {got} adapters created for {len(want)} target modules "
+                           f"({', '.join(spec.targets)}); qwix did not intercept the model's projections")
+    return shard_model(lm, mesh) if mesh is not None else lm
+
+
+def split_lora(lm: Qwen3_5) -> tuple[Any, nnx.State, nnx.State]:
+    """(graphdef, adapters: the nnx.LoRAParam state, base: every other nnx.Param)."""
+    graphdef, adapters, base = nnx.split(lm, nnx.LoRAParam, nnx.Param)
+    return graphdef, adapters, base
+
+
+def _pairs(adapters: nnx.State) -> dict[tuple, tuple[jax.Array, jax.Array]]:
+    """{kernel path: (A [in, r], B [r, out])}."""
+    flat = {tuple(p): v for p, v in nnx.to_flat_state(adapters)}
+    out = {}
+    for p, v in flat.items():
+        name = str(p[-1])
+        if name.endswith(A_SUFFIX):
+            stem = name[:-len(A_SUFFIX)]
+            out[p[:-1] + (stem,)] = (v[...], flat[p[:-1] + (stem + B_SUFFIX,)][...])
+    return out
+
+
+def merge_weights(base: nnx.State, adapters: nnx.State, spec: LoraSpec) -> nnx.State:
+    """The base's Param state with W' = W + (alpha / r) A @ B on every adapted kernel (in fp32, cast
+    to W's dtype): a plain model's params (jit it; shardings follow the base's)."""
+    pairs = _pairs(adapters)
+    flat = []
+    for p, v in nnx.to_flat_state(base):
+        p = tuple(p)
+        if p in pairs:
+            A, B = pairs[p]
+            w = v[...]
+            delta = spec.scale * (A.astype(jnp.float32) @ B.astype(jnp.float32))
+            v = v.replace((w.astype(jnp.float32) + delta).astype(w.dtype))
+        flat.append((p, v))
+    return nnx.from_flat_state(flat)
+
+
+def peft_adapter(adapters: nnx.State, spec: LoraSpec, base_model: str = "") -> tuple[dict[str, np.ndarray], dict]:
+    """HF PEFT's adapter_model tensors ({name: array}) and adapter_config (a dict) for `adapters`."""
+    from prover_jax.models.qwen3_5.params import path_to_hf
+
+    tensors, modules = {}, set()
+    for path, (A, B) in sorted(_pairs(adapters).items(), key=lambda kv: [str(x) for x in kv[0]]):
+        hf_name, _ = path_to_hf(".".join(map(str, path)))
+        stem = hf_name[:-len(".weight")]
+        modules.add(stem.rsplit(".", 1)[-1])
+        tensors[f"base_model.model.{stem}.lora_A.weight"] = np.ascontiguousarray(np.asarray(A, np.float32).T)
+        tensors[f"base_model.model.{stem}.lora_B.weight"] = np.ascontiguousarray(np.asarray(B, np.float32).T)
+    config = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": spec.rank, "lora_alpha": spec.alpha,
+              "lora_dropout": spec.dropout, "target_modules": sorted(modules), "bias": "none",
+              "use_rslora": False, "fan_in_fan_out": False, "base_model_name_or_path": base_model}
+    return tensors, config
+
+
+def write_peft(folder: str, adapters: nnx.State, spec: LoraSpec, base_model: str = "") -> None:
+    """`folder`/adapter_model.safetensors + adapter_config.json (PeftModel.from_pretrained loads it)."""
+    import json
+    import os
+
+    from safetensors.numpy import save_file
+
+    tensors, config = peft_adapter(adapters, spec, base_model)
+    os.makedirs(folder, exist_ok=True)
+    save_file(tensors, os.path.join(folder, "adapter_model.safetensors"))
+    with open(os.path.join(folder, "adapter_config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+
+
+def adapter_count(adapters: nnx.State) -> int:
+    return len(_pairs(adapters))
