@@ -3,6 +3,7 @@
     prover-convert --hf_dir=HF --out=CKPT        # HF safetensors -> orbax
     prover-convert --ckpt=CKPT --out_hf=HF [--dtype=bfloat16]   # orbax -> HF safetensors
     prover-convert --ckpt=WORKDIR --out_hf=HF [--step=N]         # a prover-train run (any host count)
+    prover-convert --ckpt=WORKDIR --out_peft=DIR [--step=N]      # a LoRA run's adapters, as an HF PEFT folder
 
 Both directions stream tensor by tensor: peak host memory is about one copy of the params.
 """
@@ -14,8 +15,8 @@ import time
 import jax.numpy as jnp
 from absl import app, flags
 
-from prover_jax.convert.orbax_io import (is_train_workdir, load_checkpoint, load_train_checkpoint,
-                                        save_checkpoint)
+from prover_jax.convert.orbax_io import (is_train_workdir, load_checkpoint, load_train_adapters,
+                                        load_train_checkpoint, save_checkpoint)
 from prover_jax.models import qwen3_5
 
 FLAGS = flags.FLAGS
@@ -24,6 +25,8 @@ flags.DEFINE_string("out", None, "Where to write the prover (orbax) checkpoint."
 flags.DEFINE_string("ckpt", None, "Prover checkpoint folder, or a prover-train workdir, to export.")
 flags.DEFINE_integer("step", None, "With a prover-train workdir: the checkpoint step (default: newest).")
 flags.DEFINE_string("out_hf", None, "Where to write the HF checkpoint.")
+flags.DEFINE_string("out_peft", None, "With a LoRA prover-train workdir: where to write its adapters as an "
+                    "HF PEFT folder (adapter_model.safetensors + adapter_config.json).")
 flags.DEFINE_string("dtype", None, "Export dtype (e.g. bfloat16); default keeps each tensor's source "
                     "dtype.")
 flags.DEFINE_integer("max_shard_mb", 5120, "Largest safetensors file written on export, in MiB.")
@@ -42,8 +45,16 @@ def main(argv):
         qwen3_5.save_hf(model, FLAGS.out_hf, dtype=FLAGS.dtype and jnp.dtype(FLAGS.dtype),
                         max_shard_bytes=FLAGS.max_shard_mb * 2 ** 20)
         print(f"wrote {FLAGS.out_hf} in {time.time() - t0:.1f}s")
+    elif FLAGS.ckpt and FLAGS.out_peft and not (FLAGS.hf_dir or FLAGS.out or FLAGS.out_hf):
+        from prover_jax.models.lora import LoraSpec, adapter_count, write_peft
+        spec_json, adapters = load_train_adapters(FLAGS.ckpt, FLAGS.step)
+        spec = LoraSpec(int(spec_json["rank"]), float(spec_json["alpha"]), tuple(spec_json["targets"]),
+                        float(spec_json.get("dropout", 0.0)))
+        write_peft(FLAGS.out_peft, adapters, spec, base_model=spec_json.get("base_model", ""))
+        print(f"wrote {FLAGS.out_peft} ({adapter_count(adapters)} adapted projections, rank {spec.rank}) "
+              f"in {time.time() - t0:.1f}s")
     else:
-        raise app.UsageError("give either --hf_dir and --out, or --ckpt and --out_hf")
+        raise app.UsageError("give either --hf_dir and --out, or --ckpt and --out_hf, or --ckpt and --out_peft")
 
 
 def run():

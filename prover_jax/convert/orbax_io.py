@@ -13,6 +13,7 @@ import shutil
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import orbax.checkpoint as ocp
 from flax import nnx
 
@@ -20,6 +21,7 @@ from prover_jax.models import qwen3_5
 from prover_jax.models.qwen3_5.params import TOKENIZER_FILES
 
 PARAMS_DIR = "params"
+LORA_FILE = "lora.json"  # in a LoRA run's W/model: model.lora and the base model's path
 
 
 def is_prover_checkpoint(path: str) -> bool:
@@ -95,13 +97,10 @@ def load_train_checkpoint(workdir: str, step: int | None = None, dtype=jnp.float
     the shards every process of a (multi-host) run wrote; only the params are read."""
     from etils import epath
     root = epath.Path(workdir)
-    with ocp.CheckpointManager(root / "checkpoints") as manager:
-        steps = manager.all_steps()
-        if not steps:
-            raise FileNotFoundError(f"{root}/checkpoints holds no complete checkpoint")
-        step = max(steps) if step is None else int(step)
-        if step not in steps:
-            raise FileNotFoundError(f"no checkpoint of step {step} in {root}/checkpoints; have {sorted(steps)}")
+    if (root / MODEL_DIR / LORA_FILE).exists():
+        raise ValueError(f"{workdir} is a LoRA run: its checkpoints hold the adapters only; export them with "
+                         "--out_peft (or the merged policy with prover-train --export_hf)")
+    step = _checkpoint_step(root, step)
     local = os.fspath(root / MODEL_DIR) if "://" not in os.fspath(root) else None
     if local is None:
         import tempfile
@@ -125,6 +124,35 @@ def load_train_checkpoint(workdir: str, step: int | None = None, dtype=jnp.float
     model = nnx.merge(graphdef, restored["params"])
     model.hf_source = qwen3_5.HFSource(local, ())
     return model
+
+
+def _checkpoint_step(root, step: int | None) -> int:
+    """The newest complete checkpoint step of a train workdir, or `step` if it exists."""
+    with ocp.CheckpointManager(root / "checkpoints") as manager:
+        steps = manager.all_steps()
+    if not steps:
+        raise FileNotFoundError(f"{root}/checkpoints holds no complete checkpoint")
+    step = max(steps) if step is None else int(step)
+    if step not in steps:
+        raise FileNotFoundError(f"no checkpoint of step {step} in {root}/checkpoints; have {sorted(steps)}")
+    return step
+
+
+def load_train_adapters(workdir: str, step: int | None = None) -> tuple[dict, dict]:
+    """(W/model/lora.json, {path: array} of the LoRA adapters) of a LoRA `prover-train` checkpoint
+    (the newest, or `step`), read on one host."""
+    from etils import epath
+    root = epath.Path(workdir)
+    spec_file = root / MODEL_DIR / LORA_FILE
+    if not spec_file.exists():
+        raise FileNotFoundError(f"{spec_file} not found: {workdir} is not a LoRA run (model.lora.rank = 0)")
+    step = _checkpoint_step(root, step)
+    state = ocp.PyTreeCheckpointer().restore(root / "checkpoints" / str(step) / "state")
+    flat = {}
+    for path, leaf in jax.tree_util.tree_flatten_with_path(state["params"])[0]:
+        keys = tuple(str(getattr(k, "key", getattr(k, "idx", k))) for k in path)
+        flat[keys[:-1] if keys[-1] == "value" else keys] = np.asarray(leaf)
+    return json.loads(spec_file.read_text()), flat
 
 
 def _replace_leaves(tree: dict, flat: dict, prefix=()):

@@ -108,15 +108,21 @@ def split_lora(lm: Qwen3_5) -> tuple[Any, nnx.State, nnx.State]:
     return graphdef, adapters, base
 
 
-def _pairs(adapters: nnx.State) -> dict[tuple, tuple[jax.Array, jax.Array]]:
+def _flat(adapters) -> dict[tuple[str, ...], Any]:
+    """{path: array} of an adapter nnx.State, or of a {path: array} dict (a checkpoint's, read raw)."""
+    if isinstance(adapters, dict):
+        return {tuple(map(str, p)): v for p, v in adapters.items()}
+    return {tuple(map(str, p)): v[...] for p, v in nnx.to_flat_state(adapters)}
+
+
+def _pairs(adapters) -> dict[tuple, tuple[jax.Array, jax.Array]]:
     """{kernel path: (A [in, r], B [r, out])}."""
-    flat = {tuple(p): v for p, v in nnx.to_flat_state(adapters)}
+    flat = _flat(adapters)
     out = {}
     for p, v in flat.items():
-        name = str(p[-1])
-        if name.endswith(A_SUFFIX):
-            stem = name[:-len(A_SUFFIX)]
-            out[p[:-1] + (stem,)] = (v[...], flat[p[:-1] + (stem + B_SUFFIX,)][...])
+        if p[-1].endswith(A_SUFFIX):
+            stem = p[-1][:-len(A_SUFFIX)]
+            out[p[:-1] + (stem,)] = (v, flat[p[:-1] + (stem + B_SUFFIX,)])
     return out
 
 
@@ -126,9 +132,9 @@ def merge_weights(base: nnx.State, adapters: nnx.State, spec: LoraSpec) -> nnx.S
     pairs = _pairs(adapters)
     flat = []
     for p, v in nnx.to_flat_state(base):
-        p = tuple(p)
-        if p in pairs:
-            A, B = pairs[p]
+        key = tuple(map(str, p))
+        if key in pairs:
+            A, B = pairs[key]
             w = v[...]
             delta = spec.scale * (A.astype(jnp.float32) @ B.astype(jnp.float32))
             v = v.replace((w.astype(jnp.float32) + delta).astype(w.dtype))
@@ -136,8 +142,9 @@ def merge_weights(base: nnx.State, adapters: nnx.State, spec: LoraSpec) -> nnx.S
     return nnx.from_flat_state(flat)
 
 
-def peft_adapter(adapters: nnx.State, spec: LoraSpec, base_model: str = "") -> tuple[dict[str, np.ndarray], dict]:
-    """HF PEFT's adapter_model tensors ({name: array}) and adapter_config (a dict) for `adapters`."""
+def peft_adapter(adapters, spec: LoraSpec, base_model: str = "") -> tuple[dict[str, np.ndarray], dict]:
+    """HF PEFT's adapter_model tensors ({name: array}) and adapter_config (a dict) for `adapters` (an
+    nnx.State, or a checkpoint's {path: array})."""
     from prover_jax.models.qwen3_5.params import path_to_hf
 
     tensors, modules = {}, set()
@@ -153,7 +160,7 @@ def peft_adapter(adapters: nnx.State, spec: LoraSpec, base_model: str = "") -> t
     return tensors, config
 
 
-def write_peft(folder: str, adapters: nnx.State, spec: LoraSpec, base_model: str = "") -> None:
+def write_peft(folder: str, adapters, spec: LoraSpec, base_model: str = "") -> None:
     """`folder`/adapter_model.safetensors + adapter_config.json (PeftModel.from_pretrained loads it)."""
     import json
     import os
@@ -167,5 +174,5 @@ def write_peft(folder: str, adapters: nnx.State, spec: LoraSpec, base_model: str
         json.dump(config, f, indent=2)
 
 
-def adapter_count(adapters: nnx.State) -> int:
+def adapter_count(adapters) -> int:
     return len(_pairs(adapters))

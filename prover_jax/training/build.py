@@ -4,13 +4,16 @@ sampling engine and the judge served beside training. Functions of the config; t
     mesh = make_mesh(mesh_shape(c), devices=mesh_devices(c))
     tok = tokenizer(c, root, primary)            # the checkpoint's, or trained on the env's text
     net = model(c, mesh, tok)                     # random | hf | checkpoint, sharded over `mesh`
+    pol, trainable = policy(c, mesh, net)         # LoRA (model.lora.rank > 0): adapters trained, base frozen
     eng, sync = engine(c, mesh, net, params)      # this host's engine + the train -> engine weight copy
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -98,12 +101,53 @@ def model(config, mesh, tok) -> qwen3_5.Qwen3_5:
     return qwen3_5.shard_model(net, mesh)
 
 
-def write_model_dir(path, net, tok) -> None:
-    """path (W/model): config.json + tokenizer, so `prover-convert --ckpt=W` can export any checkpoint."""
+@dataclasses.dataclass
+class Policy:
+    """How the trained weights make the policy. graphdef: what the train step merges the trained params
+    (and `frozen`) into; frozen: the base weights under LoRA, else None; plain: the graphdef of the
+    adapter-free model (sampler, reference, export); lora: the LoraSpec or None."""
+
+    graphdef: Any
+    plain: Any
+    frozen: Any = None
+    lora: Any = None
+    merge: Callable | None = None
+
+    def weights(self, params):
+        """The plain model's params from the trained ones (LoRA: W + (alpha / r) A @ B, merged on device)."""
+        return params if self.lora is None else self.merge(self.frozen, params)
+
+
+def policy(config, mesh, net) -> tuple[Policy, Any]:
+    """(Policy, the params to train: None = all of the model's, or the LoRA adapters)."""
+    from prover_jax.models.lora import LoraSpec, apply_lora, merge_weights, split_lora
+
+    spec = LoraSpec.from_config(config.model.lora)
+    plain = nnx.graphdef(net)
+    if spec is None:
+        return Policy(graphdef=plain, plain=plain), None
+    runtime = net.runtime
+    lm = apply_lora(net, spec, mesh, seed=config.seed)
+    lm.runtime = runtime
+    graphdef, adapters, base = split_lora(lm)
+    base = dist.globalize(base, mesh)
+    shardings = jax.tree.map(lambda x: x.sharding, base)
+    merge = jax.jit(lambda b, a: merge_weights(b, a, spec), out_shardings=shardings)
+    return Policy(graphdef=graphdef, plain=plain, frozen=base, lora=spec, merge=merge), adapters
+
+
+def write_model_dir(path, net, tok, lora=None, base_model: str = "") -> None:
+    """path (W/model): config.json + tokenizer, so `prover-convert --ckpt=W` can export any checkpoint;
+    under LoRA also lora.json (model.lora and the base's path) for `prover-convert --out_peft`."""
+    from prover_jax.convert.orbax_io import LORA_FILE
+
     def write(folder):
         os.makedirs(folder, exist_ok=True)
         with open(os.path.join(folder, "config.json"), "w") as f:
             json.dump(net.config.to_hf_dict(), f, indent=2)
+        if lora is not None:
+            with open(os.path.join(folder, LORA_FILE), "w") as f:
+                json.dump({**lora.to_json(), "base_model": base_model}, f, indent=2)
         tok.save_pretrained(folder)
 
     save_folder(write, path)

@@ -99,7 +99,7 @@ def warm_start(trainer, cfg, progress: bool = False, demos: list | None = None) 
             rows = dict(tokens=batch["tokens"], valid=batch["valid"], loss_mask=batch["loss_mask"],
                         policy_at=loss_positions(batch["loss_mask"][0])[0][None])
             state, metrics = step(state, {k: to_global(x, named_sharding((None, "batch", None), trainer.mesh, x.shape))
-                                          for k, x in rows.items()})
+                                          for k, x in rows.items()}, trainer.policy.frozen)
             losses.append(float(metrics["loss"]))
             lines.append(json.dumps({"sft_step": i + 1, "loss": losses[-1]}) + "\n")
             if trainer.primary and ((i + 1) % SFT_LOG_EVERY == 0 or i + 1 == cfg.steps):

@@ -75,18 +75,22 @@ class Trainer:
         self.tokenizer = build.tokenizer(c, self.root, self.primary)
         model = build.model(c, self.mesh, self.tokenizer)
         model.runtime = model_runtime(c, self.mesh)
+        self.policy, trainable = build.policy(c, self.mesh, model)
         if self.primary:
-            build.write_model_dir(self.root / MODEL_DIR, model, self.tokenizer)
-        self.graphdef, _ = nnx.split(model)
+            build.write_model_dir(self.root / MODEL_DIR, model, self.tokenizer, self.policy.lora, c.model.path)
+        self.graphdef = self.policy.graphdef
         self.optimizer = make_optimizer(c.optim)
-        self.state = dist.globalize(init_train_state(model, self.optimizer), self.mesh)
+        self.state = dist.globalize(init_train_state(model, self.optimizer, params=trainable), self.mesh)
         self.train_step = make_train_step(self.graphdef, grpo_objective(c.loss), self.optimizer, mesh=self.mesh,
                                           logprob_chunk=c.train.logprob_chunk or None, epochs=c.train.ppo_epochs,
                                           mini_batches=c.train.mini_batches)
         # the KL reference is the policy RL starts from (after SFT), taken at the first RL step and
-        # checkpointed once in W/reference, so a resumed run keeps the same reference
-        self.ref_params = None
-        self.ref_ckpts = Checkpoints(self.root / "reference", keep=1) if c.loss.kl_coef > 0 else None
+        # checkpointed once in W/reference, so a resumed run keeps the same reference; under LoRA
+        # without SFT it is the frozen base itself (no copy)
+        base_is_ref = self.policy.lora is not None and c.sft.steps == 0
+        self.ref_params = self.policy.frozen if base_is_ref and c.loss.kl_coef > 0 else None
+        self.ref_ckpts = (Checkpoints(self.root / "reference", keep=1) if c.loss.kl_coef > 0 and not base_is_ref
+                          else None)
         if c.train.logits not in ("all", "policy"):
             raise ValueError(f"train.logits: unknown value {c.train.logits!r}; expected all or policy")
         if 0 < c.train.max_tokens_per_row < c.rollout.max_target_length:
@@ -98,10 +102,11 @@ class Trainer:
 
         r = c.rollout
         check_sampling(r)
-        self.engine, self.sync = build.engine(c, self.mesh, model, self.state.params)
+        plain = self.policy.weights(self.state.params)
+        self.engine, self.sync = build.engine(c, self.mesh, nnx.merge(self.policy.plain, plain), plain)
         eos = set(model.config.eos_ids) | {self.tokenizer.convert_tokens_to_ids(c_) for c_ in ("<|im_end|>",)
                                           if c_ in self.tokenizer.get_vocab()}
-        self.driver = Driver(self.engine, params=self.sync(self.state.params), eos_ids=sorted(eos),
+        self.driver = Driver(self.engine, params=self.sync(plain), eos_ids=sorted(eos),
                              tokenizer=self.tokenizer, steps_per_call=r.decode_steps_per_call)
         sampling = SamplingParams(temperature=r.temperature, top_k=r.top_k, top_p=r.top_p)
         self.rollout = Rollout(self.driver, self.tokenizer, self.rollout_config(sampling))
@@ -172,7 +177,7 @@ class Trainer:
         t0 = time.perf_counter()
         n = self.train_step.precompile(abstract, [abstract_batch(self.mesh, m, c.train.micro_batch_size, L,
                                                                  kl=c.loss.kl_coef > 0, packed=cap > 0)
-                                                  for m, L in shapes])
+                                                  for m, L in shapes], frozen=self.policy.frozen)
         logging.info("compiled the update for %d batch shapes [M, L] %s in %.0f s", n, shapes,
                      time.perf_counter() - t0)
 
@@ -211,10 +216,10 @@ class Trainer:
         self.sft_done = meta["sft_done"]
         self.batches_drawn = int(meta.get("batches_drawn", meta.get("step", step)))
         self.totals.update(meta.get("totals", {}))
-        self.driver.update_params(self.sync(self.state.params))
+        self.driver.update_params(self.sync(self.policy.weights(self.state.params)))
         if self.ref_ckpts is not None and self.ref_ckpts.manager.latest_step() is not None:
             abstract_params = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding),
-                                           self.state.params)
+                                           self.policy.weights(self.state.params))
             self.ref_params = self.ref_ckpts.restore(abstract_params, on_corrupt="error")[0]
         # metrics of steps after the checkpoint were not kept in the state: drop them (what those
         # steps spent, judge calls and sampled tokens, stays in the totals)
@@ -275,22 +280,22 @@ class Trainer:
         t0 = time.perf_counter()
         seeds, played, credit = chosen.seeds, chosen.played, chosen.credit
         trajs, rows, batch, overlong = assemble.train_batch(c, self.mesh, chosen)
-        if self.ref_ckpts is not None:
+        if c.loss.kl_coef > 0:
             if self.ref_params is None:  # the first RL step of the run: the policy RL starts from
-                self.ref_params = jax.tree.map(jnp.copy, self.state.params)
+                self.ref_params = jax.tree.map(jnp.copy, self.policy.weights(self.state.params))
                 self.ref_ckpts.save(self.step, self.ref_params, {"step": self.step})
             batch["ref_logprobs"] = self._ref_logprobs(batch, self.ref_params)
         if self.off_policy and c.loss.tis_cap > 0:
-            batch["prox_logprobs"] = self._ref_logprobs(batch, self.state.params)
+            batch["prox_logprobs"] = self._ref_logprobs(batch, self.policy.weights(self.state.params))
         before = self.step
         if self.off_policy and self.sync.identity:  # the update donates the buffers the engine reads
             self.driver.update_params(jax.tree.map(jnp.copy, self.driver.params))
-        self.state, m = self.train_step(self.state, batch)  # dispatched; computes while the next batch plays
+        self.state, m = self.train_step(self.state, batch, self.policy.frozen)  # dispatched; computes while the next batch plays
         overlap_s = 0.0
         if self.off_policy:
             self._prefetched = self._collect()
             overlap_s = self._prefetched[1]
-        self.driver.update_params(self.sync(self.state.params))
+        self.driver.update_params(self.sync(self.policy.weights(self.state.params)))
         m = {k: float(v) for k, v in jax.device_get(m).items()}
         update_s = time.perf_counter() - t0 - overlap_s
         if self.step == before:  # non-finite loss or gradient: update skipped, nothing applied
@@ -322,7 +327,7 @@ class Trainer:
         from prover_jax.training.step import LOGPROB_KEYS, make_batch_logprob_fn
         if not hasattr(self, "_logprob_fn"):
             self._logprob_fn = make_batch_logprob_fn(
-                self.graphdef, logprob_chunk=self.config.train.logprob_chunk or None,
+                self.policy.plain, logprob_chunk=self.config.train.logprob_chunk or None,
                 out_sharding=batch["tokens"].sharding)
         return self._logprob_fn(params, {k: batch[k] for k in LOGPROB_KEYS if k in batch})
 
@@ -340,7 +345,7 @@ class Trainer:
         """The SFT warm start (sft.warm_start) on `demos`, by default the demonstrator's episodes."""
         out = sft.warm_start(self, self.config.sft, progress=progress, demos=demos)
         self.sft_done = True
-        self.driver.update_params(self.sync(self.state.params))
+        self.driver.update_params(self.sync(self.policy.weights(self.state.params)))
         return out
 
     def log(self, row: dict) -> None:
@@ -350,12 +355,12 @@ class Trainer:
     def export_hf(self, out_dir: str) -> None:
         """The current policy as an HF folder (local or gs://): arrays gathered from all processes,
         written by process 0; the others wait until it is complete."""
-        params = self.state.params
+        params = self.policy.weights(self.state.params)
         if dist.process_count() > 1:
             from jax.experimental import multihost_utils
             params = jax.tree.map(lambda x: multihost_utils.process_allgather(x, tiled=True), params)
         if self.primary:
-            model = nnx.merge(self.graphdef, params)
+            model = nnx.merge(self.policy.plain, params)
 
             def write(folder):
                 qwen3_5.save_hf(model, folder)
