@@ -165,6 +165,33 @@ def _policy_params(config, mesh: Mesh):
     return graphdef, params, runtime
 
 
+def lora_params(config, mesh: Mesh):
+    """Under model.lora: (graphdef, adapters, frozen base) of the adapted policy as sharded
+    ShapeDtypeStructs (qwix's init forward traced, no arrays), else None."""
+    from prover_jax.models.lora import LoraSpec, apply_lora, split_lora
+    from prover_jax.training.build import model_runtime
+
+    c = config
+    spec = LoraSpec.from_config(c.model.lora)
+    if spec is None:
+        return None
+    cfg = model_config(c)
+    model = nnx.eval_shape(lambda: apply_lora(qwen3_5.Qwen3_5(
+        cfg, rngs=nnx.Rngs(0), dtype=DTYPES[c.model.dtype], param_dtype=DTYPES[c.model.param_dtype], mesh=mesh),
+        spec))
+    model.runtime = model_runtime(c, mesh)
+    shardings = qwen3_5.param_shardings(model, mesh)
+    graphdef, adapters, base = split_lora(model)
+    placed = []
+    for state in (adapters, base):
+        flat = nnx.to_flat_state(state)
+        for path, var in flat:
+            v = var.get_value()
+            var.set_value(jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=shardings[".".join(map(str, path))]))
+        placed.append(nnx.from_flat_state(flat))
+    return graphdef, placed[0], placed[1]
+
+
 def per_chip_bytes(tree) -> float:
     """Bytes one chip holds of a tree of sharded ShapeDtypeStructs."""
     return float(sum(math.prod(x.sharding.shard_shape(x.shape)) * jnp.dtype(x.dtype).itemsize
@@ -177,6 +204,10 @@ def train_program(config, mesh: Mesh) -> Program:
     c = config
     cfg = model_config(c)
     graphdef, params, runtime = _policy_params(c, mesh)
+    frozen = None
+    lora = lora_params(c, mesh)
+    if lora is not None:  # the adapters are trained; the base is the step's frozen input
+        graphdef, params, frozen = lora
     optimizer = make_optimizer(c.optim)
     replicated = NamedSharding(mesh, P())
     state = TrainState(params=params, opt_state=_opt_state(optimizer, params, mesh),
@@ -192,7 +223,8 @@ def train_program(config, mesh: Mesh) -> Program:
     if runtime.attention in ("splash", "cudnn"):  # kernels: forward, backward (2x), the remat's forward again
         kernel = (3.0 + (runtime.remat != "none")) * full_attention_flops_per_token(cfg, L // 2) * tokens
     passes = c.train.ppo_epochs  # every epoch is one forward + backward over the batch
-    return Program("train_step", step.jitted(state), (state, batch), mesh, tokens, per_token * tokens * passes,
+    args = (state, batch) if frozen is None else (state, batch, frozen)
+    return Program("train_step", step.jitted(state), args, mesh, tokens, per_token * tokens * passes,
                    kernel * passes)
 
 
@@ -214,8 +246,10 @@ def logprob_program(config, mesh: Mesh) -> Program:
     if runtime.attention in ("splash", "cudnn"):
         kernel = full_attention_flops_per_token(cfg, L // 2) * tokens
     params_bytes = per_chip_bytes(params)
+    # the reference is a second copy of the policy, except under LoRA without SFT: the frozen base itself
+    second_copy = c.loss.kl_coef > 0 and not (c.model.lora.rank > 0 and c.sft.steps == 0)
     return Program("logprob", fn, (params, rows), mesh, tokens, per_token * tokens, kernel,
-                   params_bytes=params_bytes, resident_bytes=params_bytes if c.loss.kl_coef > 0 else 0.0)
+                   params_bytes=params_bytes, resident_bytes=params_bytes if second_copy else 0.0)
 
 
 def host_mesh(mesh: Mesh, tensor: int) -> Mesh:

@@ -93,7 +93,7 @@ def default_config() -> ml_collections.ConfigDict:
     # DAPO's dynamic sampling (training/dynamic.py): off | drop (train only on groups whose outcomes differ)
     # | refill (draw and play more task batches until groups_per_step such groups, at most max_draws batches)
     c.rollout.dynamic_sampling = "off"
-    c.rollout.max_draws = 3
+    c.rollout.max_draws = 3  # refill: most task batches played per step (the first included)
     c.rollout.off_policy_steps = 0  # 1: the next step's batch plays with the old weights during the update
     c.rollout.warmup = False  # compile every prefill / insert / decode shape of the sampler at start
     c.rollout.decode_steps_per_call = 1  # decode steps per jitted call (end conditions checked on device)
@@ -118,8 +118,8 @@ def default_config() -> ml_collections.ConfigDict:
     # soft overlong punishment: an episode of len > Lmax - buffer tokens gets -coef min(len - (Lmax - buffer),
     # buffer) / buffer added to its reward (group-centred onto its advantages); buffer 0 or coef 0 = off
     c.loss.overlong_penalty = ml_collections.ConfigDict()
-    c.loss.overlong_penalty.buffer = 0
-    c.loss.overlong_penalty.coef = 0.0
+    c.loss.overlong_penalty.buffer = 0  # tokens before rollout.max_target_length where the penalty starts
+    c.loss.overlong_penalty.coef = 0.0  # the penalty at and beyond the limit (reward units)
 
     # Optimizer (optax).
     c.optim = ml_collections.ConfigDict()
@@ -147,8 +147,8 @@ def default_config() -> ml_collections.ConfigDict:
     # over ppo_epochs times, one optimizer update per mini-batch (the ratio against the behaviour
     # log-probs leaves 1, so the clip acts); 1 and 1: one update per batch. optim's warmup / decay count
     # optimizer updates (ppo_epochs * mini_batches per RL step)
-    c.train.ppo_epochs = 1
-    c.train.mini_batches = 1
+    c.train.ppo_epochs = 1  # passes over each RL batch
+    c.train.mini_batches = 1  # optimizer updates per pass (the batch cut into this many mini-batches)
     c.train.length_multiple = 128  # batch length padded to a multiple of this: fewer shapes to compile
     # > 0: packed rows of this many tokens, episodes placed first-fit by decreasing length (segment ids
     # keep each episode's forward its own); >= rollout.max_target_length. 0: one episode per row
