@@ -48,6 +48,12 @@ GPU_LAYOUTS = {
     ("4B", "h200-8"): dict(mesh=(1, 8, 1), micro=32, slots=128, length=4096, remat="full"),
 }
 LAYOUTS.update(GPU_LAYOUTS)
+# LoRA layouts (slice name + "-lora"): rank-16 adapters on every projection (models/lora.py), the base
+# frozen in bf16, so a model fits slices where full fine-tuning's fp32 weights and Adam state do not.
+LORA_LAYOUTS = {
+    ("9B", "v6e-8-lora"): dict(mesh=(1, 8, 1), micro=8, slots=64, length=4096, remat="full", lora=16),
+    ("4B", "h200-1-lora"): dict(mesh=(1, 1, 1), micro=2, slots=64, length=4096, remat="full", lora=16),
+}
 
 
 def slices(size: str) -> tuple[str, ...]:
@@ -109,12 +115,13 @@ def make(size: str, benchmark: str = "alfworld", pod: str | None = None, judge: 
     if benchmark not in BENCHMARKS:
         raise ValueError(f"unknown benchmark {benchmark!r}; expected one of {sorted(BENCHMARKS)}")
     pod = pod or slices(size)[0]
-    if (size, pod) not in LAYOUTS:
-        raise ValueError(f"no layout for Qwen3.5-{size} on {pod!r}; choose one of {slices(size)}")
-    lay = LAYOUTS[size, pod]
+    lay = LAYOUTS.get((size, pod)) or LORA_LAYOUTS.get((size, pod))
+    if lay is None:
+        raise ValueError(f"no layout for Qwen3.5-{size} on {pod!r}; choose one of "
+                         f"{slices(size) + tuple(p for s, p in LORA_LAYOUTS if s == size)}")
     family, turns, data = BENCHMARKS[benchmark]
     c = default_config()
-    c.accelerator = pod  # TPU slice (prover-aot's default topology) or GPU layout this layout is for
+    c.accelerator = pod.removesuffix("-lora")  # TPU slice (prover-aot's default topology) or GPU layout
     c.env.name = family  # environment family
     c.env.kwargs.max_turns = turns  # the family's episode limit (paper: ALFWorld 50, WebShop 15, SearchQA 30)
     c.rollout.max_turns = turns  # the rollout loop's limit, the same
@@ -139,6 +146,11 @@ def make(size: str, benchmark: str = "alfworld", pod: str | None = None, judge: 
     c.train.precompile = True  # compile the update for each of them before the first step
     c.credit.method = "prover"  # ProVer segment credit on top of GRPO
     c.judge.name = "openai"  # the judge proposing pivotal segments ($OPENAI_API_KEY on every worker)
+    if lay.get("lora"):
+        c.model.lora.rank = lay["lora"]  # adapters of this rank on every projection
+        c.model.lora.alpha = 2.0 * lay["lora"]  # scale alpha / rank = 2
+        c.model.param_dtype = "bfloat16"  # the frozen base needs no fp32 master copy
+        c.optim.learning_rate = 1e-4  # adapters take a larger rate than full fine-tuning
     data(c)
     if judge:
         serve_judge(c, judge)

@@ -9,7 +9,8 @@ Every figure is bytes per GPU (reported in GiB), for the programs `prover-aot` c
 
 train_step (AdamW, `train.remat` = full or dots, one micro-batch in flight; P = parameters, n = the
 fsdp x tensor shards of the weights, R = rows per GPU per micro-batch, L = rollout.max_target_length):
-  state        P x (param bytes + 8 (Adam m, v fp32) + 4 (fp32 gradient accumulator)) / n
+  state        P x (param bytes + 8 (Adam m, v fp32) + 4 (fp32 gradient accumulator)) / n; under LoRA
+               (P x param bytes + P_lora x 16 (fp32 adapters, Adam, gradients)) / n
   scan copy    P_layers x 2 / n when layers are scanned (the stacked weights in bf16)
   gathered     the embedding / lm_head and two layer blocks all-gathered in bf16 (the block in use
                and the next one), whole on every GPU
@@ -55,9 +56,11 @@ def _counts(cfg):
 
 def train_step_bytes(cfg, *, shards: int, rows_per_device: float, length: int, logprob_chunk: int,
                      param_bytes: int = 4, scan_layers: bool = True, gdn_chunk: int | None = None,
-                     block_layers: int = 4) -> dict:
+                     block_layers: int = 4, lora_params: int = 0) -> dict:
     """Bytes per device of one accumulating train step (terms in the module docstring); gdn_chunk None:
-    the delta-rule chunk a GPU runs by default (delta_rule.backend_defaults("gpu"))."""
+    the delta-rule chunk a GPU runs by default (delta_rule.backend_defaults("gpu")). lora_params > 0
+    (LoRA): the state is the frozen base (P x param bytes) and the adapters' fp32 values, Adam moments
+    and gradients (lora_params x 16)."""
     if gdn_chunk is None:
         gdn_chunk = _gpu_gdn_chunk()
     P = cfg.param_count()
@@ -75,7 +78,7 @@ def train_step_bytes(cfg, *, shards: int, rows_per_device: float, length: int, l
     frac_full = n_full / layers
     block = tokens * block_layers * (per_layer + frac_full * per_full + (1 - frac_full) * per_lin)
     out = {
-        "state": P * (param_bytes + 8 + 4) / shards,
+        "state": (P * (param_bytes + 8 + 4) if not lora_params else P * param_bytes + lora_params * 16) / shards,
         "scan_copy": p_layers * 2 / shards if scan_layers else 0.0,
         "gathered": embed * 2 + 2 * block_layers * (p_layers / layers) * 2,
         "checkpoints": tokens * D * 2 * (layers / block_layers),
@@ -112,11 +115,13 @@ def estimate(config, layout: str | None = None) -> dict:
     if n != s.chips:
         raise ValueError(f"mesh {c.mesh.data}x{c.mesh.fsdp}x{c.mesh.tensor} does not fit {s.name}'s {s.chips} GPUs")
     per_host = min(s.chips, s.chip.chips_per_host)
+    from prover_jax.models.lora import LoraSpec, lora_param_count
+    spec = LoraSpec.from_config(c.model.lora)
     train = train_step_bytes(
         cfg, shards=c.mesh.fsdp * c.mesh.tensor, rows_per_device=c.train.micro_batch_size / (c.mesh.data * c.mesh.fsdp),
         length=c.rollout.max_target_length, logprob_chunk=c.train.logprob_chunk or c.rollout.max_target_length,
         param_bytes=4 if c.model.param_dtype == "float32" else 2, scan_layers=bool(c.model.scan_layers),
-        gdn_chunk=c.model.gdn_chunk or None)
+        gdn_chunk=c.model.gdn_chunk or None, lora_params=lora_param_count(cfg, spec) if spec else 0)
     engine = engine_bytes(cfg, slots_per_device=c.rollout.max_concurrent_decodes / per_host,
                           length=c.rollout.max_target_length)
     total = train["total"] + engine["total"]

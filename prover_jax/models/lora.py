@@ -67,9 +67,9 @@ class LoraSpec:
         return {"rank": self.rank, "alpha": self.alpha, "targets": list(self.targets), "dropout": self.dropout}
 
 
-def _targeted(model: Qwen3_5, spec: LoraSpec) -> list[tuple]:
-    """Paths of the Linear modules whose name is a target."""
-    return [path for path, mod in nnx.iter_graph(model)
+def _targeted(model: Qwen3_5, spec: LoraSpec) -> list[Linear]:
+    """The Linear modules whose name is a target."""
+    return [mod for path, mod in nnx.iter_graph(model)
             if isinstance(mod, Linear) and path and str(path[-1]) in spec.targets]
 
 
@@ -176,3 +176,10 @@ def write_peft(folder: str, adapters, spec: LoraSpec, base_model: str = "") -> N
 
 def adapter_count(adapters) -> int:
     return len(_pairs(adapters))
+
+
+def lora_param_count(cfg, spec: LoraSpec) -> int:
+    """Adapter parameters of `spec` on a model of architecture `cfg`: rank x (in + out) per adapted kernel."""
+    from prover_jax.models.qwen3_5 import abstract_model
+
+    return sum(spec.rank * sum(mod.kernel.shape) for mod in _targeted(abstract_model(cfg), spec))

@@ -28,17 +28,18 @@ def test_every_layout_matches_its_slice():
     from prover_jax.aot.chips import parse_slice
     q = _load(QWEN)
     assert {s for s, _ in q.LAYOUTS} == {"2B", "4B", "9B"}
-    for (size, pod), lay in q.LAYOUTS.items():
+    for (size, pod), lay in list(q.LAYOUTS.items()) + list(q.LORA_LAYOUTS.items()):
         for bench in q.BENCHMARKS:
             c = q.get_config(f"{size},{bench},{pod}")
-            s = parse_slice(pod)
+            assert c.model.lora.rank == lay.get("lora", 0)
+            s = parse_slice(pod.removesuffix("-lora"))
             n = c.mesh.data * c.mesh.fsdp * c.mesh.tensor
             assert n == s.chips, (size, pod)
             rows = c.rollout.groups_per_step * c.rollout.group_size
             assert rows == 128 and rows % c.train.micro_batch_size == 0
             assert c.train.micro_batch_size % (c.mesh.data * c.mesh.fsdp) == 0
             assert c.rollout.max_concurrent_decodes % (s.chips // s.hosts) == 0  # slots over a host's chips
-            assert (c.accelerator, c.model.size, c.model.init, c.model.dtype) == (pod, size, "hf", "bfloat16")
+            assert (c.accelerator, c.model.size, c.model.init, c.model.dtype) == (s.name, size, "hf", "bfloat16")
             assert c.train.logprob_chunk > 0 and c.model.scan_layers and c.train.remat in ("full", "dots")
             assert c.rollout.max_turns == c.env.kwargs.max_turns == {"alfworld": 50, "webshop": 15,
                                                                      "searchqa_data": 30}[c.env.name]
