@@ -26,3 +26,8 @@ run 2B-v6e-8-dots "$q:2B,alfworld,v6e-8" --fn=train_step --config.train.remat=do
 run 2B-v6e-8-micro32-dots "$q:2B,alfworld,v6e-8" --fn=train_step --config.train.micro_batch_size=32 \
     --config.train.remat=dots
 run 2B-v6e-8-micro4 "$q:2B,alfworld,v6e-8" --fn=train_step --config.train.micro_batch_size=4
+# LoRA (model.lora, rank 16, bf16 frozen base): 9B on one v6e-8 host (README, "LoRA"), as shipped
+# (mesh 1x4x2) and at tensor 1, where the engine's whole weights leave 3% of HBM with the update
+run 9B-v6e-8-lora "$q:9B,alfworld,v6e-8-lora" --fn=train_step,generate
+run 9B-v6e-8-lora-tensor1 "$q:9B,alfworld,v6e-8-lora" --fn=train_step,generate --config.mesh.fsdp=8 \
+    --config.mesh.tensor=1

@@ -42,9 +42,9 @@ def freeze_embed() -> list[str]:
     import jax.numpy as jnp
     import optax
 
-    from prover_jax.training import step
+    from prover_jax.training import optim
 
-    adamw = step.OPTIMIZERS.get("adamw")
+    adamw = optim.OPTIMIZERS.get("adamw")
 
     def frozen(lr, cfg):
         inner = adamw(lr, cfg)
@@ -56,7 +56,7 @@ def freeze_embed() -> list[str]:
 
         return optax.GradientTransformation(inner.init, update)
 
-    step.OPTIMIZERS.add("adamw_frozen_embed", frozen)
+    optim.OPTIMIZERS.add("adamw_frozen_embed", frozen)
     return ["--config.optim.name=adamw_frozen_embed"]
 
 

@@ -33,7 +33,7 @@ def main(argv):
     c = FLAGS.config
     t = Trainer(c, FLAGS.workdir)
     try:
-        _, trajs, _, _ = t._collect()
+        trajs = t._collect()[0].played
     finally:
         t.close()
     lengths = [len(x.tokens) for x in trajs]

@@ -51,7 +51,8 @@ LAYOUTS.update(GPU_LAYOUTS)
 # LoRA layouts (slice name + "-lora"): rank-16 adapters on every projection (models/lora.py), the base
 # frozen in bf16, so a model fits slices where full fine-tuning's fp32 weights and Adam state do not.
 LORA_LAYOUTS = {
-    ("9B", "v6e-8-lora"): dict(mesh=(1, 8, 1), micro=8, slots=64, length=4096, remat="full", lora=16),
+    # tensor 2: the engine's whole bf16 9B weights (17 GiB a chip at tensor 1) split over two chips
+    ("9B", "v6e-8-lora"): dict(mesh=(1, 4, 2), micro=8, slots=64, length=4096, remat="full", lora=16),
     ("4B", "h200-1-lora"): dict(mesh=(1, 1, 1), micro=2, slots=64, length=4096, remat="full", lora=16),
 }
 

@@ -40,7 +40,7 @@ def test_lazy_members_import_on_first_use():
     ("prover_jax.judges.base", "JUDGES", "judge.name", {"random", "contrastive", "openai"}),
     ("prover_jax.training.loss", "AGGREGATIONS", "loss.aggregation", {"token-mean", "seq-mean-token-mean",
                                                                       "seq-mean-token-sum-norm"}),
-    ("prover_jax.training.step", "OPTIMIZERS", "optim.name", {"adamw", "adam", "sgd"}),
+    ("prover_jax.training.optim", "OPTIMIZERS", "optim.name", {"adamw", "adam", "sgd"}),
 ])
 def test_every_selection_by_name_uses_a_registry(module, table, field, members):
     import importlib

@@ -199,7 +199,8 @@ def per_chip_bytes(tree) -> float:
 
 
 def train_program(config, mesh: Mesh) -> Program:
-    from prover_jax.training.step import TrainState, grpo_objective, make_optimizer, make_train_step
+    from prover_jax.training.optim import make_optimizer
+    from prover_jax.training.step import TrainState, grpo_objective, make_train_step
 
     c = config
     cfg = model_config(c)

@@ -25,7 +25,8 @@ from prover_jax.rollout import Rollout
 from prover_jax.sampling import SamplingParams
 from prover_jax.sharding import named_sharding
 from prover_jax.training.batch import pack, padded_length, policy_positions
-from prover_jax.training.step import TrainState, make_optimizer, make_train_step, nll_objective
+from prover_jax.training.optim import make_optimizer
+from prover_jax.training.step import TrainState, make_train_step, nll_objective
 
 
 # SFT batches are padded to a multiple of this many tokens (a few compiled shapes, little padding).
@@ -52,7 +53,7 @@ def demonstrations(rollout: Rollout, pool, seeds, max_length: int, successes_onl
 def sft_optim(cfg) -> ml_collections.ConfigDict:
     """`make_optimizer`'s config for SFT: `cfg.optim` (name, b1, b2, eps, weight_decay, grad_clip) with
     the warmup-cosine schedule of cfg.learning_rate, cfg.warmup_steps, cfg.steps and cfg.final_lr_frac
-    (`step.SCHEDULES["warmup_cosine"]`)."""
+    (`optim.SCHEDULES["warmup_cosine"]`)."""
     o = cfg.optim
     return ml_collections.ConfigDict(dict(
         name=o.name, b1=o.b1, b2=o.b2, eps=o.eps, weight_decay=o.weight_decay, grad_clip=o.grad_clip,

@@ -51,8 +51,8 @@ from prover_jax.training.batch import padded_length
 from prover_jax.training.loss import check_sampling
 from prover_jax.training.checkpoints import Checkpoints
 from prover_jax.training.metrics import CompileCounter, episode_metrics, merge_rows
-from prover_jax.training.step import (abstract_batch, grpo_objective, init_train_state, make_optimizer,
-                                      make_train_step, with_configured_hyperparams)
+from prover_jax.training.optim import make_optimizer, with_configured_hyperparams
+from prover_jax.training.step import abstract_batch, grpo_objective, init_train_state, make_train_step
 from prover_jax.training.workdir import append_line, read_lines, save_folder, workdir_path
 
 MAX_SKIPS_IN_A_ROW = 5

@@ -13,7 +13,8 @@ from flax import nnx
 from prover_jax.models import qwen3_5
 from prover_jax.models.lora import LoraSpec, adapter_count, apply_lora, merge_weights, split_lora, write_peft
 from prover_jax.training.config import default_config
-from prover_jax.training.step import grpo_objective, init_train_state, make_optimizer, make_train_step
+from prover_jax.training.optim import make_optimizer
+from prover_jax.training.step import grpo_objective, init_train_state, make_train_step
 
 from helpers.tiny import tiny_config, tiny_model
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from prover_jax.training.step import grpo_objective, init_train_state, make_logprob_fn, make_optimizer, make_train_step
+from prover_jax.training.optim import make_optimizer
+from prover_jax.training.step import grpo_objective, init_train_state, make_logprob_fn, make_train_step
 
 from test_step import host, loss_cfg, micro, new_model, optim_cfg, rollout_batch, with_old_logprobs
 

@@ -10,8 +10,8 @@ from flax import nnx
 from prover_jax.training.config import default_config
 from prover_jax.training.loss import token_logprobs
 from prover_jax.training.sft import loss_positions, sft_optim
-from prover_jax.training.step import (TrainState, init_train_state, make_optimizer, make_train_step, nll_objective,
-                                      schedule)
+from prover_jax.training.optim import make_optimizer, schedule
+from prover_jax.training.step import TrainState, init_train_state, make_train_step, nll_objective
 
 from helpers.tiny import tiny_model
 

@@ -9,8 +9,8 @@ from flax import nnx
 from prover_jax import sharding
 from prover_jax.models import qwen3_5
 from prover_jax.training.config import default_config
-from prover_jax.training.step import (grpo_objective, init_train_state, make_logprob_fn, make_optimizer,
-                                      make_train_step)
+from prover_jax.training.optim import make_optimizer
+from prover_jax.training.step import grpo_objective, init_train_state, make_logprob_fn, make_train_step
 
 from helpers.tiny import tiny_config, tiny_model
 

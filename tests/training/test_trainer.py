@@ -259,7 +259,7 @@ def test_resume_trains_at_the_configured_learning_rate(tmp_path, caplog):
 
 def test_configured_learning_rate_follows_the_warmup_and_the_decay():
     from prover_jax.training.config import default_config
-    from prover_jax.training.step import configured_learning_rate
+    from prover_jax.training.optim import configured_learning_rate
     cfg = default_config().optim
     cfg.update(learning_rate=0.1, warmup_steps=4)
     assert [configured_learning_rate(cfg, n) for n in (0, 1, 2, 4, 9)] == pytest.approx([0.025, 0.025, 0.05, 0.1, 0.1])
