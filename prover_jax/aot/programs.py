@@ -96,12 +96,16 @@ def abstract_params(cfg, mesh, *, dtype, param_dtype, runtime=None):
     if runtime is not None:
         model.runtime = runtime
     graphdef, params = nnx.split(model, nnx.Param)
-    shardings = qwen3_5.param_shardings(model, mesh)
-    flat = nnx.to_flat_state(params)
+    return graphdef, _placed(params, qwen3_5.param_shardings(model, mesh)), model
+
+
+def _placed(state, shardings: dict):
+    """An abstract nnx.State with each leaf a ShapeDtypeStruct carrying its path's sharding."""
+    flat = nnx.to_flat_state(state)
     for path, var in flat:
         v = var.get_value()
         var.set_value(jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=shardings[".".join(map(str, path))]))
-    return graphdef, nnx.from_flat_state(flat), model
+    return nnx.from_flat_state(flat)
 
 
 def _opt_state(optimizer, params, mesh):
@@ -182,14 +186,7 @@ def lora_params(config, mesh: Mesh):
     model.runtime = model_runtime(c, mesh)
     shardings = qwen3_5.param_shardings(model, mesh)
     graphdef, adapters, base = split_lora(model)
-    placed = []
-    for state in (adapters, base):
-        flat = nnx.to_flat_state(state)
-        for path, var in flat:
-            v = var.get_value()
-            var.set_value(jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=shardings[".".join(map(str, path))]))
-        placed.append(nnx.from_flat_state(flat))
-    return graphdef, placed[0], placed[1]
+    return graphdef, _placed(adapters, shardings), _placed(base, shardings)
 
 
 def per_chip_bytes(tree) -> float:

@@ -48,8 +48,7 @@ def main(argv):
     elif FLAGS.ckpt and FLAGS.out_peft and not (FLAGS.hf_dir or FLAGS.out or FLAGS.out_hf):
         from prover_jax.models.lora import LoraSpec, adapter_count, write_peft
         spec_json, adapters = load_train_adapters(FLAGS.ckpt, FLAGS.step)
-        spec = LoraSpec(int(spec_json["rank"]), float(spec_json["alpha"]), tuple(spec_json["targets"]),
-                        float(spec_json.get("dropout", 0.0)))
+        spec = LoraSpec.from_json(spec_json)
         write_peft(FLAGS.out_peft, adapters, spec, base_model=spec_json.get("base_model", ""))
         print(f"wrote {FLAGS.out_peft} ({adapter_count(adapters)} adapted projections, rank {spec.rank}) "
               f"in {time.time() - t0:.1f}s")

@@ -62,7 +62,7 @@ class StepPipeline:
             t0 = time.perf_counter()
             trajs = self.rollout.run(self.pool, seeds, uids=uids)
             rollout_s = time.perf_counter() - t0
-            out = self.credit.assign(_groups(trajs, group_size))
+            out = self.credit.assign(split_groups(trajs, group_size))
             out.metrics["time/rollout_s"] = rollout_s
             return trajs, out
         return _Step(self, seeds, uids, group_size).run()
@@ -109,7 +109,7 @@ class _Step:
         last = self.last_episode if self.last_episode is not None else end
         times = {"time/rollout_s": last - t0, "time/credit_wait_s": end - last, "time/judge_s": self.judge_s,
                  "time/verify_s": self.verify_s}
-        groups = _groups(self.trajs, self.G)
+        groups = split_groups(self.trajs, self.G)
         verified = {g: (runs[0], runs[1]) for g, runs in self.runs.items()}
         return self.trajs, credit.combine(groups, self.judged, verified, times)
 
@@ -202,5 +202,6 @@ class _Step:
             self.runs[g][which] = self.play.add_continuations(pool, traj, turn, k, envs, ended)
 
 
-def _groups(trajs: Sequence[Trajectory], G: int) -> list[list[Trajectory]]:
+def split_groups(trajs: Sequence[Trajectory], G: int) -> list[list[Trajectory]]:
+    """Played episodes in group order -> their groups of G."""
     return [list(trajs[g * G:(g + 1) * G]) for g in range(len(trajs) // G)]

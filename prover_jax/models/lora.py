@@ -35,6 +35,7 @@ from prover_jax.models.qwen3_5.layers import Linear
 # gates in_proj_b / in_proj_a)
 DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "in_proj_qkv", "in_proj_z", "out_proj",
                    "gate_proj", "up_proj", "down_proj")
+KNOWN_TARGETS = DEFAULT_TARGETS + ("in_proj_b", "in_proj_a")  # every Linear of the model but the head
 A_SUFFIX, B_SUFFIX = "_lora_a", "_lora_b"
 
 
@@ -55,16 +56,21 @@ class LoraSpec:
         if int(section.rank) <= 0:
             return None
         targets = tuple(section.targets)
-        bad = [t for t in targets if t not in DEFAULT_TARGETS + ("in_proj_b", "in_proj_a")]
+        bad = [t for t in targets if t not in KNOWN_TARGETS]
         if bad or not targets:
             raise ValueError(f"model.lora.targets: unknown module names {bad}; choose from "
-                             f"{', '.join(DEFAULT_TARGETS + ('in_proj_b', 'in_proj_a'))}")
+                             f"{', '.join(KNOWN_TARGETS)}")
         if not 0.0 <= float(section.dropout) < 1.0:
             raise ValueError(f"model.lora.dropout must lie in [0, 1), got {section.dropout}")
         return cls(int(section.rank), float(section.alpha), targets, float(section.dropout))
 
     def to_json(self) -> dict:
         return {"rank": self.rank, "alpha": self.alpha, "targets": list(self.targets), "dropout": self.dropout}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "LoraSpec":
+        """The inverse of `to_json` (W/model/lora.json; extra keys ignored)."""
+        return cls(int(d["rank"]), float(d["alpha"]), tuple(d["targets"]), float(d.get("dropout", 0.0)))
 
 
 def _targeted(model: Qwen3_5, spec: LoraSpec) -> list[Linear]:
@@ -104,8 +110,7 @@ def apply_lora(model: Qwen3_5, spec: LoraSpec, mesh=None, seed: int = 0) -> Qwen
 
 def split_lora(lm: Qwen3_5) -> tuple[Any, nnx.State, nnx.State]:
     """(graphdef, adapters: the nnx.LoRAParam state, base: every other nnx.Param)."""
-    graphdef, adapters, base = nnx.split(lm, nnx.LoRAParam, nnx.Param)
-    return graphdef, adapters, base
+    return nnx.split(lm, nnx.LoRAParam, nnx.Param)
 
 
 def _flat(adapters) -> dict[tuple[str, ...], Any]:

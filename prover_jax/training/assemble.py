@@ -23,6 +23,7 @@ from typing import Sequence
 import numpy as np
 
 from prover_jax import distributed as dist
+from prover_jax.credit.pipeline import split_groups
 from prover_jax.credit.shaping import overlong_shaping, trained_episodes
 from prover_jax.rollout.trajectory import Trajectory
 from prover_jax.training.batch import POLICY_MULTIPLE, first_fit, pack, padded_length, policy_positions
@@ -45,9 +46,8 @@ def global_batch(config, mesh, trajs: Sequence[Trajectory], advantages: Sequence
 
 
 def train_batch(config, mesh, selected) -> tuple[list[Trajectory], dict[str, np.ndarray], dict, float]:
-    c, credit, played = config, selected.credit, selected.played
-    G = c.rollout.group_size
-    groups = credit.groups if credit.groups is not None else [played[g:g + G] for g in range(0, len(played), G)]
+    c, credit = config, selected.credit
+    groups = credit.groups if credit.groups is not None else split_groups(selected.played, c.rollout.group_size)
     over = c.loss.overlong_penalty
     advantages, overlong = overlong_shaping(groups, credit.advantages, c.rollout.max_target_length,
                                             over.buffer, over.coef)

@@ -30,6 +30,7 @@ from typing import Sequence
 
 from prover_jax import distributed as dist
 from prover_jax.credit.base import CreditOutput, rewards
+from prover_jax.credit.pipeline import split_groups
 from prover_jax.rollout.trajectory import Trajectory
 from prover_jax.training.metrics import merge_rows
 
@@ -59,8 +60,7 @@ class Draw:
         """The groups the credit scored (enlarged when the method added episodes)."""
         if self.credit.groups is not None:
             return [list(g) for g in self.credit.groups]
-        G = self.group_size
-        return [list(self.trajs[g * G:(g + 1) * G]) for g in range(len(self.trajs) // G)]
+        return split_groups(self.trajs, self.group_size)
 
 
 @dataclasses.dataclass

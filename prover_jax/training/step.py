@@ -165,13 +165,16 @@ def make_train_step(graphdef, objective, optimizer: optax.GradientTransformation
     if epochs < 1 or mini_batches < 1:
         raise ValueError(f"train.ppo_epochs ({epochs}) and train.mini_batches ({mini_batches}) must be >= 1")
 
+    def counts(batch):
+        """(N, S) of a [M, mb, L] batch: its policy tokens and the sequences holding one."""
+        mask = batch["loss_mask"].astype(bool)
+        seg = batch.get("segment_ids")
+        return jnp.sum(mask), count_sequences(mask.reshape(-1, mask.shape[-1]),
+                                              None if seg is None else seg.reshape(-1, seg.shape[-1]))
+
     def update(state: TrainState, batch, grad_shardings=None, frozen=None):
         """One optimizer update from the [M, mb, L] batch: (params, opt_state, finite, metrics)."""
-        mask = batch["loss_mask"].astype(bool)
-        num_tokens = jnp.sum(mask)
-        seg = batch.get("segment_ids")
-        num_seqs = count_sequences(mask.reshape(-1, mask.shape[-1]),
-                                   None if seg is None else seg.reshape(-1, seg.shape[-1]))
+        num_tokens, num_seqs = counts(batch)
 
         def micro(carry, mb):
             grads_acc, metrics_acc = carry
@@ -243,12 +246,8 @@ def make_train_step(graphdef, objective, optimizer: optax.GradientTransformation
         skipped = jnp.sum(ms.pop("skipped"))
         metrics = {k: jnp.sum(v * w.reshape((-1,) + (1,) * (v.ndim - 1))) / jnp.maximum(jnp.sum(w), 1.0)
                    for k, v in ms.items()}
-        mask = batch["loss_mask"].astype(bool)
-        seg = batch.get("segment_ids")
-        metrics.update(num_tokens=jnp.sum(mask).astype(jnp.float32),
-                       num_seqs=count_sequences(mask.reshape(-1, mask.shape[-1]),
-                                                None if seg is None else seg.reshape(-1, seg.shape[-1])),
-                       skipped=skipped, updates=applied)
+        num_tokens, num_seqs = counts(batch)
+        metrics.update(num_tokens=num_tokens.astype(jnp.float32), num_seqs=num_seqs, skipped=skipped, updates=applied)
         new_state = TrainState(params=params, opt_state=opt_state, step=state.step + (applied > 0).astype(jnp.int32))
         return new_state, metrics
 

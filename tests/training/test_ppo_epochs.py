@@ -4,23 +4,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from flax import nnx
 
 from prover_jax.training.optim import make_optimizer
-from prover_jax.training.step import grpo_objective, init_train_state, make_logprob_fn, make_train_step
+from prover_jax.training.step import grpo_objective, init_train_state, make_train_step
 
 from test_step import host, loss_cfg, micro, new_model, optim_cfg, rollout_batch, with_old_logprobs
+from test_step import sgd_runs  # noqa: F401 (the fixture `setup` builds on)
 
 
 @pytest.fixture(scope="module")
-def setup():
-    model = new_model()
-    graphdef = nnx.graphdef(model)
-    sgd = make_optimizer(optim_cfg(name="sgd", learning_rate=1.0, grad_clip=0.0))
-    init = host(init_train_state(model, sgd))
-    logprob_fn = make_logprob_fn(graphdef)
-    batch = with_old_logprobs(rollout_batch(8, seed=3), logprob_fn, init.params)  # on-policy: ratio 1 at first
-    return dict(graphdef=graphdef, sgd=sgd, init=init, batch=batch)
+def setup(sgd_runs):
+    """test_step's SGD (lr 1) model and start, with an on-policy batch: the ratio is 1 at first."""
+    batch = with_old_logprobs(rollout_batch(8, seed=3), sgd_runs["logprob_fn"], sgd_runs["init"].params)
+    return dict(graphdef=sgd_runs["graphdef"], sgd=sgd_runs["opt"], init=sgd_runs["init"], batch=batch)
 
 
 def run(setup, batch, m, **kw):
