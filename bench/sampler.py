@@ -2,6 +2,8 @@
 
     python bench/sampler.py [--cases=decode,fork,multiturn] [--hf=true] [--out=results.json]
     python bench/sampler.py --smoke   # the tiny 'demo' model, a few tokens per case: runs in seconds
+    python bench/sampler.py --cases=decode --tunix_python=PY   # adds Tunix's sampler (PY: a Python with
+                                                                # google-tunix) on an attention-only Qwen3
 
 decode:    16 prompts x 64 tokens, 128 new tokens each, greedy: prover_jax Engine + Driver vs
            transformers `generate` (batch 16), tokens/s and ratio; greedy token agreement reported.
@@ -28,6 +30,11 @@ FLAGS = flags.FLAGS
 flags.DEFINE_list("cases", ["decode", "fork", "multiturn"], "Which cases to run.")
 flags.DEFINE_boolean("hf", True, "Run transformers generate in the decode case.")
 flags.DEFINE_integer("repeats", 2, "Timed runs per measurement (best is reported).")
+flags.DEFINE_boolean("bf16", True, "The decode case also runs our engine on bf16 weights (bf16 compute, "
+                     "fp32 norms, softmax and logits; the peers stay fp32).")
+flags.DEFINE_string("tunix_python", None, "A Python with google-tunix installed: the decode case adds a Tunix "
+                    "row (bench/tunix_decode.py, an attention-only Qwen3 of bench-small's dims, run by that "
+                    "Python right after ours). Default: this Python when it can import tunix, else no row.")
 flags.DEFINE_string("out", None, "Write the figures as JSON here.")
 flags.DEFINE_bool("smoke", False, "Seconds, not minutes: the tiny 'demo' config, every case at a few tokens, "
                   "one repeat. Checks that the bench runs; its figures mean nothing.")
@@ -53,9 +60,12 @@ def best_time(fn, repeats):
 
 
 def build(tmp):
-    """bench-small with random weights, saved as an HF folder and loaded by both stacks."""
+    """bench-small with random weights, saved as an HF folder and loaded by both stacks (ours also in
+    bf16 with --bf16): (model, hf, model_bf16 or None)."""
     import torch
     import transformers
+
+    import jax.numpy as jnp
 
     from prover_jax.models import qwen3_5
 
@@ -65,10 +75,12 @@ def build(tmp):
     torch.manual_seed(0)
     hf = transformers.Qwen3_5ForCausalLM(hf_cfg).eval()
     hf.save_pretrained(tmp)
-    return qwen3_5.load_hf(tmp), hf
+    return qwen3_5.load_hf(tmp), hf, qwen3_5.load_hf(tmp, dtype=jnp.bfloat16) if FLAGS.bf16 else None
 
 
-def case_decode(model, hf, repeats):
+def case_decode(model, hf, repeats, model_bf16=None):
+    """Greedy decode of B prompts; with model_bf16 also our engine on bf16 weights (and bf16 compute),
+    whose tokens are compared with the fp32 engine's."""
     import numpy as np
     import torch
 
@@ -76,13 +88,20 @@ def case_decode(model, hf, repeats):
 
     B, T, N = sizes()["decode"]
     prompts = np.random.default_rng(0).integers(0, model.config.vocab_size, (B, T))
-    engine = Engine(model, max_concurrent_decodes=B, max_prefill_length=T, max_target_length=256)
-    driver = Driver(engine)
     reqs = [Request(p.tolist(), max_new_tokens=N) for p in prompts]
-    ours_s, out = best_time(lambda: driver.run(reqs), repeats)
-    ours = np.array([c.tokens for [c] in out])
+
+    def ours_run(m):
+        driver = Driver(Engine(m, max_concurrent_decodes=B, max_prefill_length=T, max_target_length=256))
+        seconds, out = best_time(lambda: driver.run(reqs), repeats)
+        return seconds, np.array([c.tokens for [c] in out])
+
+    ours_s, ours = ours_run(model)
     row = {"case": "decode", "batch": B, "prompt": T, "new_tokens": N,
            "prover_jax_tok_s": B * N / ours_s, "prover_jax_s": ours_s}
+    if model_bf16 is not None:
+        bf16_s, bf16 = ours_run(model_bf16)
+        row.update(prover_jax_bf16_tok_s=B * N / bf16_s, prover_jax_bf16_s=bf16_s,
+                   bf16_greedy_token_agreement_with_fp32=float((bf16 == ours).mean()))
     if hf is not None:
         ids = torch.as_tensor(prompts)
 
@@ -92,10 +111,45 @@ def case_decode(model, hf, repeats):
                                    min_new_tokens=N, do_sample=False, pad_token_id=0)
         hf_s, hf_out = best_time(hf_run, repeats)
         theirs = hf_out[:, T:].numpy()
+        if model_bf16 is not None:
+            row.update(bf16_ratio=hf_s / bf16_s)
         row.update(transformers_tok_s=B * N / hf_s, transformers_s=hf_s, ratio=hf_s / ours_s,
                    greedy_rows_identical=int(sum((a == b).all() for a, b in zip(ours, theirs))),
                    greedy_token_agreement=float((ours == theirs).mean()))
+    tunix = tunix_python()
+    if tunix:
+        peer = tunix_decode(tunix, model.config, B, T, N, 256, repeats)
+        row.update(tunix_tok_s=peer["tokens_per_s"], tunix_s=peer["best_s"], tunix_dtype=peer["dtype"],
+                   tunix_version=peer["tunix_version"], tunix_jax=peer["jax_version"],
+                   ratio_vs_tunix=peer["best_s"] / ours_s)
+        if model_bf16 is not None:
+            row.update(bf16_ratio_vs_tunix=peer["best_s"] / bf16_s)
     return row
+
+
+def tunix_python() -> str | None:
+    if FLAGS.tunix_python:
+        return FLAGS.tunix_python
+    import importlib.util
+    import sys
+    return sys.executable if importlib.util.find_spec("tunix") else None
+
+
+def tunix_decode(python: str, cfg, B: int, T: int, N: int, cache: int, repeats: int) -> dict:
+    """Tunix's sampler on an attention-only Qwen3 of cfg's dims (bench/tunix_decode.py's JSON line)."""
+    import subprocess
+    import sys
+
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tunix_decode.py")
+    args = [python, script, "--vocab", cfg.vocab_size, "--hidden", cfg.hidden_size,
+            "--intermediate", cfg.intermediate_size, "--layers", cfg.num_hidden_layers,
+            "--heads", cfg.num_attention_heads, "--kv_heads", cfg.num_key_value_heads, "--head_dim", cfg.head_dim,
+            "--batch", B, "--prompt", T, "--new_tokens", N, "--cache", cache, "--repeats", repeats]
+    out = subprocess.run([str(a) for a in args], capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.stderr.write(out.stderr[-4000:])
+        raise RuntimeError(f"bench/tunix_decode.py failed under {python} (exit {out.returncode})")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def case_fork(model, repeats):
@@ -169,7 +223,7 @@ def main(argv):
     if FLAGS.smoke:
         FLAGS.repeats = 1
     with tempfile.TemporaryDirectory() as tmp:
-        model, hf = build(tmp)
+        model, hf, model_bf16 = build(tmp)
     header = {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
               "jax": jax.__version__, "torch": torch.__version__, "transformers": transformers.__version__,
               "torch_threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%d")}
@@ -177,7 +231,7 @@ def main(argv):
     rows = []
     for case in FLAGS.cases:
         if case == "decode":
-            row = case_decode(model, hf if FLAGS.hf else None, FLAGS.repeats)
+            row = case_decode(model, hf if FLAGS.hf else None, FLAGS.repeats, model_bf16)
         elif case == "fork":
             row = case_fork(model, FLAGS.repeats)
         elif case == "multiturn":

@@ -108,13 +108,15 @@ def decode_steps(model: DecodeModel, state: DecodeState, table: StopTable, steps
         h_Sx1xD, cache = model.hidden(state.tokens_S[:, None], cache=state.cache,
                                       valid_len_B=step_S.astype(jnp.int32))
         logits_Sx1xV = model.logits(h_Sx1xD)
-        keys_Sx2x2 = jax.vmap(jax.random.split)(state.rng_Sx2)
-        tokens_S, logprobs_S = sample(logits_Sx1xV[:, 0], keys_Sx2x2[:, 0], state.temperature_S,
-                                      state.top_k_S, state.top_p_S, allowed_SxW)
+        with jax.named_scope("sample"):
+            keys_Sx2x2 = jax.vmap(jax.random.split)(state.rng_Sx2)
+            tokens_S, logprobs_S = sample(logits_Sx1xV[:, 0], keys_Sx2x2[:, 0], state.temperature_S,
+                                          state.top_k_S, state.top_p_S, allowed_SxW)
         tokens_S = jnp.where(step_S, tokens_S, state.tokens_S)
         count_S = state.count_S + step_S
-        reason_S, hit_S, q_SxP = stop_check(tokens_S, count_S, state.max_new_S, state.stop_ids_SxK,
-                                            state.stop_on_SxP, state.stop_q_SxP, table)
+        with jax.named_scope("stop_check"):
+            reason_S, hit_S, q_SxP = stop_check(tokens_S, count_S, state.max_new_S, state.stop_ids_SxK,
+                                                state.stop_on_SxP, state.stop_q_SxP, table)
         reason_S = jnp.where(full_S, STOPPED_CACHE_FULL, jnp.where(step_S, reason_S, state.reason_S))
         new = state.replace(
             cache=cache, tokens_S=tokens_S, count_S=count_S,

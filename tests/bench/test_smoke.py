@@ -1,4 +1,4 @@
-"""bench/rl_step.py and bench/sampler.py in --smoke mode (tiny sizes) run end to end and print every
+"""bench/rl_step.py, bench/sampler.py and bench/decode_profile.py in --smoke mode (tiny sizes) run end to end and print every
 figure their full runs print, so neither can rot between the runs that time them; bench/packing_fill.py
 runs on the tests' tiny trainer config. (bench/accelerator.py
 --dry_run and bench/serve.py --quick have their own tests.)"""
@@ -37,8 +37,21 @@ def test_sampler_smoke():
     by = {r["case"]: r for r in rows}
     assert set(by) == {"decode", "fork", "multiturn"}
     assert by["decode"]["prover_jax_tok_s"] > 0 and by["decode"]["ratio"] > 0
+    assert by["decode"]["prover_jax_bf16_tok_s"] > 0 and 0 <= by["decode"]["bf16_greedy_token_agreement_with_fp32"] <= 1
     assert by["fork"]["speedup"] > 0 and by["multiturn"]["speedup"] > 0
     assert by["multiturn"]["greedy_histories_identical"]  # extension and re-prefill play the same episodes
+
+
+def test_decode_profile_smoke():
+    """The profile charges the step's ops to its parts: the weights' matmuls by the parameters they
+    read, the rest by the model's and engine's named scopes, so little is left unattributed."""
+    (record,) = run_bench("decode_profile.py")
+    parts = {r["part"]: r["thread_ms_per_step"] for r in record["parts"]}
+    for part in ("mlp matmuls", "gated deltanet projections", "attention projections", "vocabulary projection",
+                 "delta-rule state update", "attention over the cache", "sampling"):
+        assert parts.get(part, 0) > 0, (part, parts)
+    assert parts.get("bookkeeping (loop, slot masks, copies, embedding lookup)", 0) < 0.5 * sum(parts.values())
+    assert record["ms_per_step"][0] > 0
 
 
 def test_packing_fill_runs(tmp_path):

@@ -150,7 +150,8 @@ class Attention(nnx.Module):
         if segment_ids_BxT is not None:
             mask = mask & (segment_ids_BxT[:, :, None] == segment_ids_BxT[:, None, :])
         if cache is not None and T == 1 and Hkv <= _ONE_QUERY_MAX_KV_HEADS:
-            out = _one_query_attention(q[:, 0], k_all, v_all, mask[:, 0])[:, None]
+            with jax.named_scope("cache_attention"):
+                out = _one_query_attention(q[:, 0], k_all, v_all, mask[:, 0])[:, None]
         else:
             G = H // Hkv
             qh = q.reshape(B, T, Hkv, G, hd)
@@ -278,7 +279,8 @@ class GatedDeltaNet(nnx.Module):
         v = v.astype(jnp.float32)
         state = None if cache is None else cache.state
         if cache is not None and T == 1:
-            o, state = delta_rule.step(q[:, 0], k[:, 0], v[:, 0], g[:, 0], beta[:, 0], state)
+            with jax.named_scope("delta_rule_step"):
+                o, state = delta_rule.step(q[:, 0], k[:, 0], v[:, 0], g[:, 0], beta[:, 0], state)
             o = o[:, None]
         else:
             reset = None if segment_ids_BxT is None else packing.sequence_starts(segment_ids_BxT)

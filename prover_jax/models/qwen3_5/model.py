@@ -176,6 +176,15 @@ class DecoderLayer(nnx.Module):
 
     def __call__(self, h, *, positions, valid, key_valid, cache, write_pos, valid_len,
                  runtime: Runtime = Runtime(), mesh=None, segments=None):
+        with jax.named_scope("attention" if self.kind == FULL else "gated_deltanet"):
+            y, cache = self._mixer(h, positions, valid, key_valid, cache, write_pos, valid_len, runtime, mesh,
+                                   segments)
+        h = h + y
+        with jax.named_scope("mlp"):
+            h = h + self.mlp(self.post_attention_layernorm(h))
+        return h, cache
+
+    def _mixer(self, h, positions, valid, key_valid, cache, write_pos, valid_len, runtime, mesh, segments):
         x = self.input_layernorm(h)
         if self.kind == FULL:
             y, cache = self.self_attn(x, positions, key_valid, cache, write_pos,
@@ -185,9 +194,7 @@ class DecoderLayer(nnx.Module):
             y, cache = self.linear_attn(x, valid, cache, valid_len, chunk_size=runtime.gdn_chunk,
                                         matmul_dtype=runtime.gdn_matmul_dtype,
                                         inverse_block=runtime.gdn_inverse_block, segment_ids_BxT=segments)
-        h = h + y
-        h = h + self.mlp(self.post_attention_layernorm(h))
-        return h, cache
+        return y, cache
 
 
 class Qwen3_5(nnx.Module):
@@ -298,6 +305,7 @@ class Qwen3_5(nnx.Module):
         h, _ = jax.lax.scan(lambda h, states: (body(h, states), None), h, stacked)
         return h
 
+    @jax.named_scope("logits")
     def logits(self, h_BxTxD):
         """fp32 logits of hidden states."""
         w = (self.embed_tokens[...].T if self.config.tie_word_embeddings else self.lm_head[...])
