@@ -109,7 +109,9 @@ def sample(logits_BxV, rng, temperature_B, top_k_B, top_p_B, allowed_BxW=None):
                         lambda: jnp.ones(scaled.shape, bool))
     filtered = jnp.where(mask, scaled, -jnp.inf)
     keys = row_keys(rng, B)
-    drawn_B = jax.vmap(jax.random.categorical)(keys, filtered)
+    # the [B, V] Gumbel draw is skipped when every row is greedy
+    drawn_B = jax.lax.cond(jnp.all(greedy_B), lambda: jnp.zeros((B,), jnp.int32),
+                           lambda: jax.vmap(jax.random.categorical)(keys, filtered).astype(jnp.int32))
     tokens_B = jnp.where(greedy_B, jnp.argmax(logits, axis=-1), drawn_B).astype(jnp.int32)
     logprobs_B = jnp.take_along_axis(jax.nn.log_softmax(raw, axis=-1), tokens_B[:, None], axis=-1)[:, 0]
     return tokens_B, logprobs_B

@@ -153,6 +153,23 @@ def test_top_k_top_p_stay_in_kept_set():
     np.testing.assert_array_equal(greedy, jnp.argmax(logits, axis=-1))
 
 
+def test_sampled_rows_draw_their_own_keys_whatever_the_greedy_rows():
+    """The [B, V] draw is skipped only when every row is greedy: a sampled row's token is the
+    categorical draw of its own key, with greedy rows beside it or not."""
+    B, V = 6, 32
+    logits = 3.0 * jax.random.normal(jax.random.PRNGKey(3), (B, V))
+    keys = jax.random.split(jax.random.PRNGKey(4), B)
+    zeros, ones = jnp.zeros((B,), jnp.int32), jnp.ones((B,))
+    expected = jax.vmap(jax.random.categorical)(keys, logits)
+    mixed, _ = sample(logits, keys, jnp.array([1.0, 0, 1, 0, 0, 1]), zeros, ones)
+    every, _ = sample(logits, keys, ones, zeros, ones)
+    greedy, _ = sample(logits, keys, jnp.zeros((B,)), zeros, ones)
+    np.testing.assert_array_equal(every, expected)
+    np.testing.assert_array_equal(np.asarray(mixed)[[0, 2, 5]], np.asarray(expected)[[0, 2, 5]])
+    np.testing.assert_array_equal(np.asarray(mixed)[[1, 3, 4]], np.asarray(jnp.argmax(logits, -1))[[1, 3, 4]])
+    np.testing.assert_array_equal(greedy, jnp.argmax(logits, -1))
+
+
 def test_top_k_distribution_renormalised():
     logits_V = jnp.array([1.0, 0.8, 0.6, 0.4, 0.2, 0.0])
     n = 12000
