@@ -28,6 +28,8 @@ from absl import app, flags
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model", "bench-small", "A config of prover_jax.models.qwen3_5.CONFIGS.")
+flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"], "Weights and compute dtype (norms, softmax, "
+                  "logits and the delta-rule state stay fp32).")
 flags.DEFINE_integer("batch", 16, "Slots decoding at once.")
 flags.DEFINE_integer("prompt", 64, "Prompt tokens per slot before decoding.")
 flags.DEFINE_integer("max_target_length", 256, "Cache length per slot.")
@@ -74,6 +76,7 @@ def instruction_parts(hlo_text: str) -> dict[str, str]:
 
 def setup():
     """bench-small with random weights, an Engine with every slot holding a prompt."""
+    import jax.numpy as jnp
     import numpy as np
     from flax import nnx
 
@@ -82,7 +85,8 @@ def setup():
     from prover_jax.sampling.sampler import SamplingParams
 
     cfg = qwen3_5.CONFIGS[FLAGS.model]
-    model = qwen3_5.Qwen3_5(cfg, rngs=nnx.Rngs(0))
+    dtype = jnp.dtype(FLAGS.dtype)
+    model = qwen3_5.Qwen3_5(cfg, rngs=nnx.Rngs(0), dtype=dtype, param_dtype=dtype)
     B, T = FLAGS.batch, FLAGS.prompt
     engine = Engine(model, max_concurrent_decodes=B, max_prefill_length=T,
                     max_target_length=FLAGS.max_target_length)
@@ -120,7 +124,7 @@ def main(argv):
     run(1)
     per_step = [run(calls)[0] for _ in range(FLAGS.repeats)]
     ms = sorted(1e3 * t for t in per_step)
-    print(f"{FLAGS.model}, {B} slots, {S} steps per call: {statistics.median(ms):.2f} ms per decode step "
+    print(f"{FLAGS.model} ({FLAGS.dtype}), {B} slots, {S} steps per call: {statistics.median(ms):.2f} ms per decode step "
           f"(min {ms[0]:.2f}, max {ms[-1]:.2f}, {FLAGS.repeats} repeats of {calls * S} steps); "
           f"{B / (statistics.median(ms) / 1e3):.0f} tokens/s")
 
@@ -151,7 +155,7 @@ def main(argv):
     print("\ncostliest ops:")
     for name, ns in by_op.most_common(10):
         print(f"  {ns / 1e6 / steps:7.3f} ms  {name:32s} {parts[name]}")
-    record = {"model": FLAGS.model, "batch": B, "steps_per_call": S, "ms_per_step": ms,
+    record = {"model": FLAGS.model, "dtype": FLAGS.dtype, "batch": B, "steps_per_call": S, "ms_per_step": ms,
               "tokens_per_s": B / (statistics.median(ms) / 1e3), "parts": rows,
               "ops": [{"op": n, "part": parts[n], "thread_ms_per_step": v / 1e6 / steps}
                       for n, v in by_op.most_common(20)]}

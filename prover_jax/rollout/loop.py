@@ -9,8 +9,9 @@ group; the K continuations of one boundary) are one FORK request: prefilled once
 EXTENSION of the episode's live decode cache by [last token] + observation tokens. A response ends at
 the family's stop strings (e.g. `</action>`), the template's end token, or max_action_tokens; the env
 extracts the action (malformed -> valid=False feedback, the episode goes on) and steps. An episode ends
-when the env is done, after max_turns turns, or when the next turn would not fit the engine's cache
-(`context_limit`, unsuccessful).
+when the env is done, after max_turns turns, at its max_invalid-th inadmissible action when that is set
+(`invalid_limit`, unsuccessful), or when the next turn would not fit the engine's cache (`context_limit`,
+unsuccessful).
 
 `expert=True` plays the family's expert through the same loop (responses = rendered expert actions,
 logprobs 0), which gives demonstrations tokenised exactly like rollouts.
@@ -26,7 +27,7 @@ import numpy as np
 from prover_jax.envs.base import PromptSpec
 from prover_jax.envs.pool import EnvPool, StepResult
 from prover_jax.rollout.chat import ChatTemplate, Tokenizer, observation_text
-from prover_jax.rollout.trajectory import CONTEXT_LIMIT, DONE, TURN_LIMIT, Trajectory, Turn
+from prover_jax.rollout.trajectory import CONTEXT_LIMIT, DONE, INVALID_LIMIT, TURN_LIMIT, Trajectory, Turn
 from prover_jax.sampling import STOP, Completion, Driver, Request, SamplingParams
 
 
@@ -34,7 +35,8 @@ from prover_jax.sampling import STOP, Completion, Driver, Request, SamplingParam
 class RolloutConfig:
     """sampling: policy sampling controls; max_action_tokens: token budget of one response;
     max_turns: turn limit (None: the family's); seed: base of every request's PRNG seed;
-    system_prompt: replaces the family's system prompt (None: the family's own)."""
+    system_prompt: replaces the family's system prompt (None: the family's own); max_invalid: the
+    episode ends, unsuccessful, at its max_invalid-th inadmissible action (0: never)."""
 
     sampling: SamplingParams = SamplingParams(temperature=1.0)
     max_action_tokens: int = 128
@@ -42,6 +44,11 @@ class RolloutConfig:
     template: ChatTemplate = ChatTemplate()
     seed: int = 0
     system_prompt: str | None = None
+    max_invalid: int = 0
+
+    def __post_init__(self):
+        if int(self.max_invalid) != self.max_invalid or self.max_invalid < 0:
+            raise ValueError(f"rollout.max_invalid_actions must be an integer >= 0, got {self.max_invalid!r}")
 
 
 def mix_seed(*parts: int) -> int:
@@ -186,6 +193,9 @@ class Rollout:
         ep.context = c.context
         if step.done:
             return self._finish(ep, DONE)
+        limit = self.config.max_invalid
+        if limit and not traj.turns[-1].valid and sum(not t.valid for t in traj.turns) >= limit:
+            return self._finish(ep, INVALID_LIMIT)
         if traj.num_turns >= self._max_turns(spec):
             return self._finish(ep, TURN_LIMIT)
         closed = c.finish_reason == STOP and c.stop == self.end_id

@@ -19,7 +19,9 @@ from typing import Any
 
 import numpy as np
 
-DONE, TURN_LIMIT, CONTEXT_LIMIT = "done", "turn_limit", "context_limit"
+# how an episode ended: the env said done | the turn limit | the next turn would not fit the cache |
+# the policy played its max_invalid-th inadmissible action (RolloutConfig.max_invalid)
+DONE, TURN_LIMIT, CONTEXT_LIMIT, INVALID_LIMIT = "done", "turn_limit", "context_limit", "invalid_limit"
 
 
 @dataclasses.dataclass

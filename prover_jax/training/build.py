@@ -64,7 +64,8 @@ def env_kwargs(config) -> dict:
 def rollout_config(config, sampling: SamplingParams) -> RolloutConfig:
     r = config.rollout
     return RolloutConfig(sampling=sampling, max_action_tokens=r.max_action_tokens,
-                         max_turns=r.max_turns or None, seed=config.seed, system_prompt=r.system_prompt or None)
+                         max_turns=r.max_turns or None, seed=config.seed, system_prompt=r.system_prompt or None,
+                         max_invalid=r.max_invalid_actions)
 
 
 def tokenizer(config, root, primary: bool):

@@ -88,6 +88,7 @@ def default_config() -> ml_collections.ConfigDict:
     c.rollout.top_k = 0  # sample among the k likeliest tokens; 0 = off
     c.rollout.max_action_tokens = 48  # token budget of one response
     c.rollout.max_turns = 0  # 0: the family's own turn limit
+    c.rollout.max_invalid_actions = 0  # > 0: an episode ends, unsuccessful, at its n-th inadmissible action
     c.rollout.system_prompt = ""  # "": the family's own system prompt; else this text replaces it
     c.rollout.max_concurrent_decodes = 32  # engine slots
     # DAPO's dynamic sampling (training/dynamic.py): off | drop (train only on groups whose outcomes differ)

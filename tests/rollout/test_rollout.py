@@ -7,7 +7,7 @@ import pytest
 
 from prover_jax import envs
 from prover_jax.envs.pool import EnvPool
-from prover_jax.rollout import CONTEXT_LIMIT, DONE, TURN_LIMIT, Rollout, RolloutConfig
+from prover_jax.rollout import CONTEXT_LIMIT, DONE, INVALID_LIMIT, TURN_LIMIT, Rollout, RolloutConfig
 from prover_jax.sampling import Driver, Engine, SamplingParams
 
 from helpers.tiny import tiny_config, tiny_model
@@ -90,6 +90,25 @@ def test_group_prefilled_once(engine, tokenizer, pool):
     assert all(t.tokens[:opening] == trajs[0].tokens[:opening] for t in trajs)
     assert ro.driver.stats["prefill_tokens"] == opening
     assert len({tuple(t.tokens[opening:]) for t in trajs}) > 1  # 4 different samples
+
+
+def test_invalid_limit_cuts_the_same_episodes(engine, tokenizer, pool):
+    """max_invalid=2 ends an episode, unsuccessful, at its second inadmissible action; the turns played
+    until then are those the unlimited rollout plays (the limit only cuts)."""
+    seeds = [3, 4, 5, 6]
+    free = rollout(engine, tokenizer, 1.0, max_turns=6).run(pool, seeds)
+    cut = rollout(engine, tokenizer, 1.0, max_turns=6, max_invalid=2).run(pool, seeds)
+    assert sum(t.termination == INVALID_LIMIT for t in cut) >= 1  # the random policy's commands are mostly not admissible
+    for f, c in zip(free, cut):
+        invalid = np.cumsum([not t.valid for t in f.turns])
+        if invalid[-1] >= 2:
+            n = int(np.argmax(invalid >= 2)) + 1
+            assert c.termination == INVALID_LIMIT and not c.success and c.num_turns == n
+        else:
+            assert c.termination == f.termination and c.num_turns == f.num_turns
+        assert [t.response for t in c.turns] == [t.response for t in f.turns[:c.num_turns]]
+    with pytest.raises(ValueError, match="rollout.max_invalid_actions"):
+        RolloutConfig(max_invalid=-1)
 
 
 def test_context_limit(model, tokenizer, pool):
