@@ -74,3 +74,30 @@ def test_linear_only_model_decodes_with_cache():
         step, cache = model(tokens[:, t:t + 1], cache=cache)
         np.testing.assert_allclose(step[:, 0], full[:, t], atol=1e-4)
     np.testing.assert_allclose(logits, full[:, :10], atol=1e-4)
+
+
+def test_bf16_cached_mode_asks_dots_for_fp32_and_rounds_once():
+    """In the cached mode a bf16 Linear takes its dot's fp32 accumulator and rounds it once (XLA:CPU
+    would otherwise convert the weights to fp32 on every call); the value is the bf16 dot's to one
+    rounding. The uncached mode, which training differentiates, keeps the plain bf16 dot."""
+    from prover_jax.models.qwen3_5.layers import Linear, f32_dot_outputs
+
+    lin = Linear(48, 64, ("embed", "mlp"), rngs=nnx.Rngs(0), dtype=jnp.bfloat16, param_dtype=jnp.bfloat16)
+    x = jax.random.normal(jax.random.PRNGKey(1), (3, 48), jnp.bfloat16)
+    plain = lin(x)
+    with f32_dot_outputs():
+        acc = lin(x)
+        inside = str(jax.make_jaxpr(lambda v: lin(v))(x))
+    outside = str(jax.make_jaxpr(lambda v: lin(v))(x))
+    assert "preferred_element_type=float32" in inside and "preferred_element_type=float32" not in outside
+    assert acc.dtype == plain.dtype == jnp.bfloat16
+    exact = np.asarray(x, np.float32) @ np.asarray(lin.kernel[...], np.float32)
+    for y in (acc, plain):  # both within one bf16 rounding of the exact product
+        np.testing.assert_allclose(np.asarray(y, np.float32), exact, rtol=2 ** -7, atol=1e-6)
+    # a bf16 model's cached decode stays close to its own uncached forward
+    model = qwen3_5.Qwen3_5(CFG, rngs=nnx.Rngs(0), dtype=jnp.bfloat16, param_dtype=jnp.bfloat16)
+    tokens = jax.random.randint(jax.random.PRNGKey(2), (2, 20), 0, CFG.vocab_size)
+    full = np.asarray(model(tokens))
+    cache = qwen3_5.init_cache(CFG, 2, 32, dtype=jnp.bfloat16)
+    logits, _ = model(tokens, cache=cache)
+    assert float(np.abs(np.asarray(logits) - full).max()) < 0.05

@@ -7,6 +7,8 @@ Kernels are stored (in, out), the transpose of torch's Linear weight.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from typing import NamedTuple
 
 import jax
@@ -29,6 +31,24 @@ def _normal(std=0.02):
     return jax.nn.initializers.normal(std)
 
 
+_F32_DOT_OUTPUTS = contextvars.ContextVar("f32_dot_outputs", default=False)
+
+
+@contextlib.contextmanager
+def f32_dot_outputs():
+    """While tracing under it, a Linear in a narrower compute dtype asks its dot for the fp32
+    accumulator and rounds that once: the same value as a bf16 x bf16 -> bf16 dot, but XLA:CPU runs the
+    latter by converting both operands, the weights included, to fp32 on every call (3x slower decode
+    at bf16). For inference only (the cached mode): its gradient would carry fp32 cotangents. Enter it
+    inside the traced function (as `Qwen3_5.hidden` does), never around a jitted call: jit's cache does
+    not see it."""
+    token = _F32_DOT_OUTPUTS.set(True)
+    try:
+        yield
+    finally:
+        _F32_DOT_OUTPUTS.reset(token)
+
+
 class Linear(nnx.Module):
     """y = x @ kernel (no bias); kernel [in, out]."""
 
@@ -37,7 +57,10 @@ class Linear(nnx.Module):
         self.dtype = dtype
 
     def __call__(self, x: Array) -> Array:
-        return jnp.dot(x.astype(self.dtype), self.kernel[...].astype(self.dtype))
+        x, w = x.astype(self.dtype), self.kernel[...].astype(self.dtype)
+        if _F32_DOT_OUTPUTS.get() and jnp.dtype(self.dtype) != jnp.float32:
+            return jnp.dot(x, w, preferred_element_type=jnp.float32).astype(self.dtype)
+        return jnp.dot(x, w)
 
 
 class RMSNorm(nnx.Module):

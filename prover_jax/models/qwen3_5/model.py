@@ -40,7 +40,7 @@ from prover_jax.models.qwen3_5 import packing
 from prover_jax.models.qwen3_5.config import FULL, Qwen3_5Config
 from prover_jax.models.qwen3_5.delta_rule import GDN_CHUNK
 from prover_jax.models.qwen3_5.layers import (MLP, Attention, GatedDeltaNet, GDNCache, KVCache, RMSNorm,
-                                              _normal, _param)
+                                              _normal, _param, f32_dot_outputs)
 from prover_jax.sharding import constrain
 
 ACT = ("batch", "length", "act_embed")
@@ -266,11 +266,12 @@ class Qwen3_5(nnx.Module):
         if cache is None:
             return self.norm(self._uncached_layers(h, positions, valid, segments))
         new_layers = []
-        for i, layer in enumerate(self.layers):
-            h, c = layer(h, positions=positions, valid=valid, key_valid=key_valid, cache=cache.layers[i],
-                         write_pos=write_pos, valid_len=valid_len_B, runtime=self.runtime)
-            h = constrain(h, ACT, self.mesh)
-            new_layers.append(c)
+        with f32_dot_outputs():  # inference only (layers.f32_dot_outputs)
+            for i, layer in enumerate(self.layers):
+                h, c = layer(h, positions=positions, valid=valid, key_valid=key_valid, cache=cache.layers[i],
+                             write_pos=write_pos, valid_len=valid_len_B, runtime=self.runtime)
+                h = constrain(h, ACT, self.mesh)
+                new_layers.append(c)
         return self.norm(h), Cache(layers=tuple(new_layers), pos=cache.pos + valid_len_B)
 
     def _uncached_layers(self, h, positions, valid, segments=None):
