@@ -156,10 +156,13 @@ def write_model_dir(path, net, tok, lora=None, base_model: str = "") -> None:
 
 def engine(config, mesh, net, params) -> tuple[Engine, dist.WeightSync]:
     """This host's engine (the train mesh on one process, the local devices on several) and the
-    copy of the train weights `params` it decodes from (bf16 when the model computes in bf16)."""
+    copy of the train weights `params` it decodes from, in rollout.dtype (default: the model's compute
+    dtype)."""
     c, r = config, config.rollout
     emesh = dist.engine_mesh(mesh, c.mesh.tensor)
-    compute = DTYPES[c.model.dtype]
+    if r.dtype and r.dtype not in DTYPES:
+        raise ValueError(f"rollout.dtype: unknown {r.dtype!r}; expected '' (the model's) or one of {sorted(DTYPES)}")
+    compute = DTYPES[r.dtype or c.model.dtype]
     sync = dist.WeightSync(params, mesh, emesh, dtype=compute, tensor=c.mesh.tensor)
     if sync.identity:
         emodel = net

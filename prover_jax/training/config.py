@@ -98,6 +98,9 @@ def default_config() -> ml_collections.ConfigDict:
     c.rollout.off_policy_steps = 0  # 1: the next step's batch plays with the old weights during the update
     c.rollout.warmup = False  # compile every prefill / insert / decode shape of the sampler at start
     c.rollout.decode_steps_per_call = 1  # decode steps per jitted call (end conditions checked on device)
+    # "": decode in the model's compute dtype; "bfloat16": from bf16 copies of the weights (half the bytes
+    # per decode step); the loss's ratio is against the log-probs that sampler records
+    c.rollout.dtype = ""
     c.rollout.max_prefill_length = 1024  # longest prompt piece the engine prefills at once (tokens)
     c.rollout.max_target_length = 4096  # longest episode (tokens); longer ones end as context_limit
 

@@ -124,6 +124,31 @@ def test_nan_loss_skips_update(tmp_path, monkeypatch):
         t.close()
 
 
+def test_bf16_rollouts_of_an_fp32_policy(tmp_path):
+    """rollout.dtype=bfloat16: the sampler decodes from bf16 copies of the fp32 weights; the log-probs
+    it records are the behaviour policy's, within bf16 rounding of the fp32 policy's, and the loss's
+    ratio is taken against them."""
+    import jax
+    import jax.numpy as jnp
+
+    c = tiny_config()
+    c.sft.steps = 0
+    c.credit.method = "grpo"
+    c.rollout.dtype = "bfloat16"
+    t = trainer_lib.Trainer(c, str(tmp_path / "bf16"))
+    try:
+        assert {x.dtype for x in jax.tree.leaves(t.driver.params)} == {jnp.dtype(jnp.bfloat16)}
+        assert {x.dtype for x in jax.tree.leaves(t.state.params)} == {jnp.dtype(jnp.float32)}
+        row = t.rl_step()
+        assert row["applied"] is True and np.isfinite(row["loss"])
+        assert 0 < abs(row["ratio_mean"] - 1.0) < 0.05 and row["approx_kl"] < 1e-2
+    finally:
+        t.close()
+    c.rollout.dtype = "float16"
+    with pytest.raises(ValueError, match="rollout.dtype"):
+        trainer_lib.Trainer(c, str(tmp_path / "f16"))
+
+
 @pytest.mark.parametrize("off_policy", [0, 1])
 def test_off_policy_steps(tmp_path, off_policy):
     """off_policy_steps=1: step n+1's batch is played during update n with the weights before it,
