@@ -155,8 +155,9 @@ class Attention(nnx.Module):
         k = rope(self.k_norm(self.k_proj(x_BxTxD).reshape(B, T, Hkv, hd)), positions_BxT, cfg)
         v = self.v_proj(x_BxTxD).reshape(B, T, Hkv, hd)
         if cache is not None:
-            k_all = _write_at(cache.k, k.astype(cache.k.dtype), write_pos_B)
-            v_all = _write_at(cache.v, v.astype(cache.v.dtype), write_pos_B)
+            write = jax.vmap(lambda c, new, p: lax.dynamic_update_slice_in_dim(c, new, p, axis=0))
+            k_all = write(cache.k, k.astype(cache.k.dtype), write_pos_B)
+            v_all = write(cache.v, v.astype(cache.v.dtype), write_pos_B)
             cache = KVCache(k_all, v_all)
             key_pos = jnp.arange(k_all.shape[1])[None, :]
         else:
@@ -184,17 +185,6 @@ class Attention(nnx.Module):
             out = jnp.einsum("bkgts,bskd->btkgd", probs, v_all.astype(q.dtype)).reshape(B, T, H * hd)
         out = out * jax.nn.sigmoid(gate)
         return self.o_proj(out), cache
-
-
-def _write_at(cache_BxSx___: Array, new_BxTx___: Array, pos_B: Array) -> Array:
-    """cache[b, pos_B[b]:pos_B[b] + T] = new[b] (a scatter, in place when the cache is donated). A
-    16-bit float cache is scattered as its uint16 bit pattern: XLA:CPU runs a bf16 scatter by converting
-    the whole cache to fp32 and back, on every decode step."""
-    write = jax.vmap(lambda c, n, p: lax.dynamic_update_slice_in_dim(c, n, p, axis=0))
-    if jnp.dtype(cache_BxSx___.dtype).itemsize != 2 or not jnp.issubdtype(cache_BxSx___.dtype, jnp.floating):
-        return write(cache_BxSx___, new_BxTx___, pos_B)
-    bits = lambda a: lax.bitcast_convert_type(a, jnp.uint16)  # noqa: E731
-    return lax.bitcast_convert_type(write(bits(cache_BxSx___), bits(new_BxTx___), pos_B), cache_BxSx___.dtype)
 
 
 def _platform(mesh) -> str:
