@@ -25,7 +25,20 @@ def model_and_tokens(T=90, B=3, seed=0):
 
 
 def test_prefill_then_steps_equals_full_forward():
-    model, tokens = model_and_tokens()
+    check_prefill_then_steps()
+
+
+def test_decode_attention_off_cpu_equals_full_forward(monkeypatch):
+    """Off the CPU a decode step's attention takes the GQA einsums over the cache where it lies (the
+    one-query layout is CPU only): the same function."""
+    from prover_jax.models.qwen3_5 import layers
+
+    monkeypatch.setattr(layers, "_platform", lambda mesh: "tpu")
+    check_prefill_then_steps(T=76)
+
+
+def check_prefill_then_steps(T=90):
+    model, tokens = model_and_tokens(T=T)
     full = model(tokens)
     P = 70  # prefill crosses the 64-token chunk
     cache = qwen3_5.init_cache(CFG, tokens.shape[0], 128)

@@ -172,7 +172,7 @@ class Attention(nnx.Module):
         mask = (key_pos[:, None, :] <= positions_BxT[:, :, None]) & key_valid_BxS[:, None, :]
         if segment_ids_BxT is not None:
             mask = mask & (segment_ids_BxT[:, :, None] == segment_ids_BxT[:, None, :])
-        if cache is not None and T == 1 and Hkv <= _ONE_QUERY_MAX_KV_HEADS:
+        if cache is not None and T == 1 and Hkv <= _ONE_QUERY_MAX_KV_HEADS and _platform(mesh) == "cpu":
             with jax.named_scope("cache_attention"):
                 out = _one_query_attention(q[:, 0], k_all, v_all, mask[:, 0])[:, None]
         else:
@@ -192,6 +192,9 @@ def _platform(mesh) -> str:
 
 
 # The one-query path multiplies the attention flops by Hkv (zero blocks); past this it may stop paying.
+# CPU only: on TPU its [B, S, Hkv * hd] view of the cache changes the tiled layout, i.e. copies the whole
+# cache per layer and step (prover-aot 4B v5p-16 decode: 8.6 of 35 GB per step), where the GQA einsums
+# batched over (row, kv head) read it in place.
 _ONE_QUERY_MAX_KV_HEADS = 8
 
 

@@ -269,7 +269,7 @@ class Qwen3_5(nnx.Module):
         with f32_dot_outputs():  # inference only (layers.f32_dot_outputs)
             for i, layer in enumerate(self.layers):
                 h, c = layer(h, positions=positions, valid=valid, key_valid=key_valid, cache=cache.layers[i],
-                             write_pos=write_pos, valid_len=valid_len_B, runtime=self.runtime)
+                             write_pos=write_pos, valid_len=valid_len_B, runtime=self.runtime, mesh=self.mesh)
                 h = constrain(h, ACT, self.mesh)
                 new_layers.append(c)
         return self.norm(h), Cache(layers=tuple(new_layers), pos=cache.pos + valid_len_B)
