@@ -3,7 +3,8 @@
 XLA's `cost_analysis()["bytes accessed"]` counts a while loop's body once. This walks the optimised
 HLO the same way (each top-level instruction reads its operands and writes its output; a fusion is
 one instruction, reading only the slices of an operand it only slices and writing only the update of
-an in-place dynamic-update-slice; parameters, constants, tuples and bitcasts are free) but multiplies
+an in-place dynamic-update-slice; an asynchronous copy moves its array once, so a prefetch into VMEM
+reads HBM once; parameters, constants, tuples and bitcasts are free) but multiplies
 a while body by its trip count, read from the loop condition (`compare(counter, constant(N)), direction=LT`, the form
 XLA's loop passes leave; a counter starting elsewhere than 0 or another form counts as 1 trip and is
 reported in `unknown_trip_counts`). A conditional counts its costliest branch.
@@ -64,6 +65,20 @@ def _split_type(rest: str) -> tuple[str, str]:
                 return rest[:i + 1], rest[i + 1:].lstrip()
     i = rest.index(" ")
     return rest[:i], rest[i + 1:]
+
+
+def _split_tuple(typ: str) -> list[str]:
+    """'(A, B{...}, C)' -> ['A', 'B{...}', 'C'] (top-level elements of a tuple type)."""
+    inner, parts, depth, cur = typ.strip()[1:-1], [], 0, ""
+    for ch in inner:
+        depth += ch in "({["
+        depth -= ch in ")}]"
+        if ch == "," and depth == 0:
+            parts.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    return parts + [cur.strip()] if cur.strip() else parts
 
 
 def _parse(text: str):
@@ -244,6 +259,12 @@ def bytes_accessed(text: str, hbm_only: bool = True) -> dict:
                 continue
             if op == "slice-done":  # a copy between memories (e.g. an HBM prefetch into VMEM): read once
                 total += _type_bytes(ins["type"], False)
+                continue
+            if op == "copy-start":  # an asynchronous copy: counted at its copy-done
+                continue
+            if op == "copy-done" and ins["operands"]:  # moves the array once: its HBM side(s) of (dst, src)
+                start = _split_tuple(types.get(ins["operands"][0], ""))
+                total += sum(_type_bytes(t, hbm_only) for t in start[:2])
                 continue
             total += _type_bytes(ins["type"], hbm_only) + sum(_type_bytes(types.get(o, ""), hbm_only)
                                                               for o in ins["operands"])
