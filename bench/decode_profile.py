@@ -124,9 +124,10 @@ def main(argv):
     run(1)
     per_step = [run(calls)[0] for _ in range(FLAGS.repeats)]
     ms = sorted(1e3 * t for t in per_step)
-    print(f"{FLAGS.model} ({FLAGS.dtype}), {B} slots, {S} steps per call: {statistics.median(ms):.2f} ms per decode step "
+    median = statistics.median(ms)
+    print(f"{FLAGS.model} ({FLAGS.dtype}), {B} slots, {S} steps per call: {median:.2f} ms per decode step "
           f"(min {ms[0]:.2f}, max {ms[-1]:.2f}, {FLAGS.repeats} repeats of {calls * S} steps); "
-          f"{B / (statistics.median(ms) / 1e3):.0f} tokens/s")
+          f"{B / (median / 1e3):.0f} tokens/s")
 
     compiled = engine._generate.lower(params, fresh, engine.no_stops, S, engine._all_allowed).compile()
     parts = instruction_parts(compiled.as_text())
@@ -156,7 +157,7 @@ def main(argv):
     for name, ns in by_op.most_common(10):
         print(f"  {ns / 1e6 / steps:7.3f} ms  {name:32s} {parts[name]}")
     record = {"model": FLAGS.model, "dtype": FLAGS.dtype, "batch": B, "steps_per_call": S, "ms_per_step": ms,
-              "tokens_per_s": B / (statistics.median(ms) / 1e3), "parts": rows,
+              "tokens_per_s": B / (median / 1e3), "parts": rows,
               "ops": [{"op": n, "part": parts[n], "thread_ms_per_step": v / 1e6 / steps}
                       for n, v in by_op.most_common(20)]}
     print(json.dumps(record))

@@ -42,6 +42,7 @@ flags.DEFINE_bool("smoke", False, "Seconds, not minutes: the tiny 'demo' config,
 # the cases' sizes: decode (batch, prompt, new tokens), fork (K, prefix, new tokens),
 # multiturn (episodes, turns, observation tokens, action tokens); --smoke uses SMOKE_SIZES
 SIZES = {"model": "bench-small", "decode": (16, 64, 128), "fork": (8, 512, 32), "multiturn": (8, 20, 16, 16)}
+DECODE_CACHE = 256  # cache tokens per slot in the decode case, ours and Tunix's
 SMOKE_SIZES = {"model": "demo", "decode": (4, 16, 8), "fork": (2, 32, 4), "multiturn": (2, 3, 8, 4)}
 
 
@@ -75,7 +76,8 @@ def build(tmp):
     torch.manual_seed(0)
     hf = transformers.Qwen3_5ForCausalLM(hf_cfg).eval()
     hf.save_pretrained(tmp)
-    return qwen3_5.load_hf(tmp), hf, qwen3_5.load_hf(tmp, dtype=jnp.bfloat16) if FLAGS.bf16 else None
+    bf16 = FLAGS.bf16 and "decode" in FLAGS.cases  # only the decode case runs it
+    return qwen3_5.load_hf(tmp), hf, qwen3_5.load_hf(tmp, dtype=jnp.bfloat16) if bf16 else None
 
 
 def case_decode(model, hf, repeats, model_bf16=None):
@@ -91,7 +93,7 @@ def case_decode(model, hf, repeats, model_bf16=None):
     reqs = [Request(p.tolist(), max_new_tokens=N) for p in prompts]
 
     def ours_run(m):
-        driver = Driver(Engine(m, max_concurrent_decodes=B, max_prefill_length=T, max_target_length=256))
+        driver = Driver(Engine(m, max_concurrent_decodes=B, max_prefill_length=T, max_target_length=DECODE_CACHE))
         seconds, out = best_time(lambda: driver.run(reqs), repeats)
         return seconds, np.array([c.tokens for [c] in out])
 
@@ -118,7 +120,7 @@ def case_decode(model, hf, repeats, model_bf16=None):
                    greedy_token_agreement=float((ours == theirs).mean()))
     tunix = tunix_python()
     if tunix:
-        peer = tunix_decode(tunix, model.config, B, T, N, 256, repeats)
+        peer = tunix_decode(tunix, model.config, B, T, N, DECODE_CACHE, repeats)
         row.update(tunix_tok_s=peer["tokens_per_s"], tunix_s=peer["best_s"], tunix_dtype=peer["dtype"],
                    tunix_version=peer["tunix_version"], tunix_jax=peer["jax_version"],
                    ratio_vs_tunix=peer["best_s"] / ours_s)
