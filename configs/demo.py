@@ -31,6 +31,7 @@ def get_config():
     # a policy trained from scratch needs no house rules in every sequence: one line keeps them short
     c.rollout.system_prompt = "Reply with one admissible command inside <action>...</action>."
     c.rollout.max_concurrent_decodes = 32  # every episode of a step decodes at once
+    c.rollout.row_buckets = (1, 8, 32)  # prefills / inserts of 2-8 rows share one program: few shapes to compile
     c.rollout.max_prefill_length = 512  # short openings
     c.rollout.max_target_length = 1536  # an 8-turn episode fits
     # RL learning rate (default 1e-5). The recorded comparisons ran at 2e-4; the README shows that 5e-5 and
@@ -39,6 +40,7 @@ def get_config():
     c.train.steps = 8  # RL updates after SFT
     c.train.micro_batch_size = 16  # two micro-batches per 32-episode step
     c.train.length_multiple = 256  # RL batches are 300-450 tokens: one compiled update instead of three
+    c.train.logits = "policy"  # the vocabulary projection at the policy tokens only (the loss needs no other)
     c.train.checkpoint_every = 2  # frequent checkpoints: the demo can be resumed
     c.train.eval_episodes = 200  # held-out tasks: standard error <= 3.5 points
     c.sft.steps = 1800  # ~0.3 s each on 2 cores (batches of ~250 tokens, logits at policy tokens only)

@@ -72,11 +72,14 @@ class Engine:
         max_target_length: cache length per slot (prompt + generated tokens).
         cache_dtype: dtype of the model's cache (`init_cache`; default: the model's compute dtype).
         mesh: device mesh for the decode state (default: the model's mesh; None = one device).
+        row_buckets: the row counts a batched prefill and a bulk insert are padded to (each program
+            compiles once per count it meets); the slots' power of two is always one. Default: every
+            power of two up to it. Fewer counts, fewer compiles, at the cost of padding rows.
     """
 
     def __init__(self, model: DecodeModel, *, max_concurrent_decodes: int, max_prefill_length: int,
                  max_target_length: int, cache_dtype=None, mesh: Mesh | None = None,
-                 max_stop_strings: int = STOP_STRINGS):
+                 max_stop_strings: int = STOP_STRINGS, row_buckets: Sequence[int] = ()):
         if max_prefill_length > max_target_length:
             raise ValueError(f"max_prefill_length {max_prefill_length} exceeds max_target_length "
                              f"{max_target_length}")
@@ -87,6 +90,11 @@ class Engine:
         self.vocab_size = int(model.vocab_size)
         self._graphdef, self._params = nnx.split(model)
         self._slots = int(max_concurrent_decodes)
+        top = bucket(self._slots)
+        if any(int(r) < 1 for r in row_buckets):
+            raise ValueError(f"row_buckets must be positive row counts, got {tuple(row_buckets)}")
+        self.row_buckets = tuple(sorted({int(r) for r in row_buckets if int(r) < top} | {top})) if row_buckets \
+            else tuple(2 ** i for i in range(top.bit_length()))
         self._max_prefill = int(max_prefill_length)
         self.max_target_length = int(max_target_length)
         self.cache_dtype = model.dtype if cache_dtype is None else cache_dtype
@@ -129,6 +137,10 @@ class Engine:
     @property
     def colocated_cpus(self) -> None:
         return None
+
+    def rows_for(self, n: int) -> int:
+        """The row count `n` rows are padded to: the least of row_buckets >= n (else n's power of two)."""
+        return next((r for r in self.row_buckets if r >= n), bucket(n))
 
     def get_tokenizer(self):
         raise NotImplementedError("the engine works on token ids; tokenizers live with the checkpoint")
@@ -208,7 +220,7 @@ class Engine:
                       num_samples: Sequence[int], existing_prefixes: Sequence[Prefix | None],
                       existing_lengths: Sequence[int] | None = None,
                       allowed: Sequence[np.ndarray | None] | None = None) -> Prefix:
-        """Prefills B prompts in ONE call (rows padded to a power of two) and draws num_samples[b]
+        """Prefills B prompts in ONE call (rows padded to `rows_for(B)`) and draws num_samples[b]
         first tokens from row b. Returns a Prefix with R >= B rows and N >= sum(num_samples) samples,
         the samples of row b being consecutive (padding samples and rows come last; ignore them).
         existing_lengths[b]: tokens already in existing_prefixes[b]'s cache, when the caller knows
@@ -248,7 +260,7 @@ class Engine:
                                  f"{self.max_target_length}")
         # rows in powers of two; samples padded to the slots' bucket (only their logits cost): few
         # compiled shapes
-        R, N = bucket(B), max(bucket(self._slots), bucket(sum(num_samples)))
+        R, N = self.rows_for(B), max(bucket(self._slots), bucket(sum(num_samples)))
         padded = np.zeros((R, T), np.int32)
         padded[:B] = np.where(np.arange(T)[None] < lengths[:, None], tokens, 0)
         n_R = np.zeros((R,), np.int32)
@@ -277,8 +289,12 @@ class Engine:
                              jnp.asarray(topk_N), jnp.asarray(topp_N), jnp.asarray(allowed_NxW))
 
     def _empty(self, rows: int):
+        """An empty cache of `rows` rows, laid out as stacked rows are (on a mesh), so a batch of only
+        fresh prompts and a batch that continues some prefixes share one compiled prefill."""
         if rows not in self._empty_rows:
-            self._empty_rows[rows] = self._model.init_cache(rows, self.max_target_length, self.cache_dtype)
+            cache = self._model.init_cache(rows, self.max_target_length, self.cache_dtype)
+            sh = self._row_shardings()
+            self._empty_rows[rows] = cache if sh is None else jax.device_put(cache, sh)
         return self._empty_rows[rows]
 
     def _row_shardings(self):
@@ -335,7 +351,7 @@ class Engine:
             raise ValueError(f"bulk_insert: samples {samples} outside [0, {prefix.num_samples})")
         if stops is not None and len(stops) != len(slots):
             raise ValueError("bulk_insert: one StopSpec per slot")
-        M, P = bucket(len(slots)), self.max_stop_strings
+        M, P = self.rows_for(len(slots)), self.max_stop_strings
         slot_M = np.full((M,), self._slots, np.int32)  # padding writes are dropped (out of range)
         slot_M[:len(slots)] = slots
         sample_M = np.zeros((M,), np.int32)

@@ -2,9 +2,9 @@
 
     seconds = compile_shapes(engine, params, stop_table, min_bucket, steps_per_call)
 
-Every shape the driver can meet: prefill for each (rows, length) bucket (rows 1, 2, 4, ... up to the
-slot count; lengths the powers of two >= min_bucket capped at max_prefill_length), the row stacking
-of extensions, insert for each slot count, extract, deactivate (a cancelled sample), and the decode
+Every shape the driver can meet: prefill for each (rows, length) bucket (rows: the engine's
+row_buckets; lengths the powers of two >= min_bucket capped at max_prefill_length), the row stacking
+of extensions, insert for each row bucket of samples, extract, deactivate (a cancelled sample), and the decode
 call with `stop_table`.
 """
 
@@ -23,26 +23,22 @@ from prover_jax.sampling.stops import StopSpec
 def compile_shapes(engine, params, table, min_bucket: int, steps_per_call: int) -> float:
     """Runs each compiled program once on dummy inputs; returns the seconds it took."""
     t0 = time.perf_counter()
-    S, step = bucket(engine.max_concurrent_decodes), engine.max_prefill_length
+    step = engine.max_prefill_length
     lengths = sorted({min(bucket(n, min_bucket), step) for n in (2 ** i for i in range(32)) if n <= step}
                      | {step})
     one = engine.prefill_batch(params=params, padded_tokens=np.zeros((1, 1), np.int32), true_lengths=[1],
                                samplers=[SamplingParams()], rngs=[0], num_samples=[1], existing_prefixes=[None])
-    rows = 1
-    while rows <= S:
+    for rows in engine.row_buckets:
         for n, T in enumerate(lengths):
             prefix = engine.prefill_batch(
                 params=params, padded_tokens=np.zeros((rows, T), np.int32), true_lengths=[1] * rows,
                 samplers=[SamplingParams()] * rows, rngs=[0] * rows, num_samples=[1] * rows,
                 existing_prefixes=[one if n == 0 else None] * rows, existing_lengths=[1] * rows)
         state = engine.init_decode_state()
-        count = 1
-        while count <= S:  # inserts of 1, 2, 4, ... samples of an R-row prefix
+        for count in engine.row_buckets:  # inserts of each padded sample count of an R-row prefix
             n = min(count, engine.max_concurrent_decodes)
             state = engine.bulk_insert(prefix, state, list(range(n)), list(range(n)),
                                        stops=[StopSpec(1)] * n, stop_table=table)
-            count *= 2
-        rows *= 2
     state, result = engine.generate(params, state, stop_table=table, steps=steps_per_call)
     engine.extract(state, 0)
     engine.deactivate(state, 0)  # Driver.cancel

@@ -91,6 +91,9 @@ def default_config() -> ml_collections.ConfigDict:
     c.rollout.max_invalid_actions = 0  # > 0: an episode ends, unsuccessful, at its n-th inadmissible action
     c.rollout.system_prompt = ""  # "": the family's own system prompt; else this text replaces it
     c.rollout.max_concurrent_decodes = 32  # engine slots
+    # row counts a batched prefill and an insert are padded to, each compiled once: () = 1, 2, 4, ... up
+    # to the slots; fewer (e.g. (8, 32)) trade padding rows for fewer compiles in the steady state
+    c.rollout.row_buckets = ()
     # DAPO's dynamic sampling (training/dynamic.py): off | drop (train only on groups whose outcomes differ)
     # | refill (draw and play more task batches until groups_per_step such groups, at most max_draws batches)
     c.rollout.dynamic_sampling = "off"

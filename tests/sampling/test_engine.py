@@ -264,7 +264,43 @@ def test_a_batch_of_prefilled_and_fresh_rows_compiles_once_per_shape():
     counter = CompileCounter()
     outs = [batch(p) for p in ([None, 0, None, 1], [1, 0, None, None], [None, None, None, 0])]
     assert counter.take() == 0
+    batch([None] * 4)  # fresh rows only: their empty cache is laid out as stacked rows are
+    assert engine._prefill._cache_size() == 2  # the two single-row prompts' shape, and [4, 8]
     alone = engine.prefill(params=params, existing_prefix=first[0], padded_tokens=pad(more, 8),
                            true_length=4, sampler=GREEDY)[1]
     assert int(outs[2].token_N[3]) == int(alone.tokens[0])
     np.testing.assert_allclose(np.asarray(outs[2].logprob_N[3]), np.asarray(alone.logprobs[0]), atol=1e-5)
+
+
+def test_row_buckets_pad_prefill_and_insert_to_few_shapes(setup):
+    """With row_buckets=(3,) batched prefills and inserts of 1-3 rows all run the programs compiled for
+    the first, and the tokens equal the default engine's (padding rows change nothing); bad buckets
+    are refused."""
+    from prover_jax.training.metrics import CompileCounter
+    engine, params, _ = setup
+    padded = Engine(tiny_model(CFG, logit_scale=30.0), max_concurrent_decodes=SLOTS,
+                    max_prefill_length=MAX_PREFILL, max_target_length=MAX_LEN, row_buckets=(3,))
+    assert padded.row_buckets == (3, 4) and engine.row_buckets == (1, 2, 4)
+    assert [padded.rows_for(n) for n in (1, 3, 4, 5)] == [3, 3, 4, 8]
+
+    prompts_of = {B: [prompt(3 + b, seed=10 * B + b) for b in range(B)] for B in (1, 2, 3)}
+
+    def play(eng, B):
+        prompts = prompts_of[B]
+        prefix = eng.prefill_batch(params=params, padded_tokens=np.stack([pad(t) for t in prompts]),
+                                   true_lengths=[len(t) for t in prompts], samplers=[GREEDY] * B,
+                                   rngs=[None] * B, num_samples=[1] * B, existing_prefixes=[None] * B)
+        state, r = eng.generate(params, eng.bulk_insert(prefix, eng.init_decode_state(), list(range(B))))
+        return np.asarray(prefix.token_N)[:B], np.asarray(r.tokens)[:B]
+
+    ours = [play(padded, 1)]
+    counter = CompileCounter()
+    ours += [play(padded, B) for B in (2, 3)]
+    assert counter.take() == 0
+    for B, (first, second) in zip((1, 2, 3), ours):
+        want = play(engine, B)
+        np.testing.assert_array_equal(first, want[0])
+        np.testing.assert_array_equal(second, want[1])
+    with pytest.raises(ValueError, match="row_buckets"):
+        Engine(tiny_model(CFG), max_concurrent_decodes=SLOTS, max_prefill_length=MAX_PREFILL,
+               max_target_length=MAX_LEN, row_buckets=(0, 4))
