@@ -49,7 +49,7 @@ from prover_jax.sampling.engine_fns import (decode_steps, extract_slot, init_sta
                                             select_sample, state_axes)
 from prover_jax.sampling.engine_types import (MAX_STOP_IDS, NO_LIMIT, RUNNING, STOPPED_CACHE_FULL,
                                               STOPPED_ID, STOPPED_LENGTH, STOPPED_STRING, DecodeState, Prefix,
-                                              ResultTokens, bucket, raw_key)
+                                              ResultTokens, bucket, raw_key, sample_arrays, stop_arrays)
 from prover_jax.sampling.model_api import DecodeModel, check_model
 from prover_jax.sampling.sampler import SamplingParams, mask_words
 from prover_jax.sampling.stops import STOP_STRINGS, StopSpec, StopTable
@@ -265,20 +265,7 @@ class Engine:
         padded[:B] = np.where(np.arange(T)[None] < lengths[:, None], tokens, 0)
         n_R = np.zeros((R,), np.int32)
         n_R[:B] = lengths
-        row_N = np.zeros((N,), np.int32)
-        index_N = np.zeros((N,), np.int32)
-        temp_N = np.zeros((N,), np.float32)
-        topk_N = np.zeros((N,), np.int32)
-        topp_N = np.ones((N,), np.float32)
-        keys_Nx2 = np.zeros((N, 2), np.uint32)
-        j = 0
-        for b in range(B):
-            s = samplers[b]
-            key = np.asarray(raw_key(rngs[b]), np.uint32)
-            for i in range(num_samples[b]):
-                row_N[j], index_N[j], keys_Nx2[j] = b, i, key
-                temp_N[j], topk_N[j], topp_N[j] = s.temperature, s.top_k, s.top_p
-                j += 1
+        row_N, index_N, keys_Nx2, temp_N, topk_N, topp_N = sample_arrays(samplers, rngs, num_samples, N)
         allowed_NxW = np.full((N, self.mask_words), -1, np.int32)
         for j, row in enumerate(allowed or ()):
             if row is not None:
@@ -356,17 +343,7 @@ class Engine:
         slot_M[:len(slots)] = slots
         sample_M = np.zeros((M,), np.int32)
         sample_M[:len(samples)] = samples
-        max_new_M = np.full((M,), NO_LIMIT, np.int32)
-        ids_MxK = np.full((M, MAX_STOP_IDS), -1, np.int32)
-        on_MxP = np.zeros((M, P), bool)
-        for i, spec in enumerate(stops or ()):
-            if len(spec.stop_ids) > MAX_STOP_IDS:
-                raise ValueError(f"{len(spec.stop_ids)} stop ids (eos included) exceed {MAX_STOP_IDS}")
-            if any(not 0 <= r < P for r in spec.stop_rows):
-                raise ValueError(f"stop string rows {spec.stop_rows} outside [0, {P})")
-            max_new_M[i] = spec.max_new_tokens
-            ids_MxK[i, :len(spec.stop_ids)] = spec.stop_ids
-            on_MxP[i, list(spec.stop_rows)] = True
+        max_new_M, ids_MxK, on_MxP = stop_arrays(stops or (), M, P)
         table = self.no_stops if stop_table is None else stop_table
         return self._insert(prefix, decode_state, jnp.asarray(slot_M), jnp.asarray(sample_M),
                             jnp.asarray(max_new_M), jnp.asarray(ids_MxK), jnp.asarray(on_MxP), table)

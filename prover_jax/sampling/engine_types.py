@@ -1,6 +1,6 @@
 """What the engine's programs take and return: a `Prefix` (prefilled rows and their first samples),
 the per-slot `DecodeState`, `ResultTokens`; the slots' end-reason codes and limits; and the host
-helpers that shape their inputs (`raw_key`, `bucket`). The cache inside is the model's (see
+helpers that shape their inputs (`raw_key`, `bucket`, `sample_arrays`, `stop_arrays`). The cache inside is the model's (see
 model_api.DecodeModel): a pytree whose every leaf has the row (slot) axis first.
 """
 
@@ -101,3 +101,38 @@ def bucket(n: int, minimum: int = 1) -> int:
     while size < n:
         size *= 2
     return size
+
+
+def sample_arrays(samplers, rngs, num_samples, N: int) -> tuple[np.ndarray, ...]:
+    """Per-sample prefill inputs, N >= sum(num_samples) (padding samples last, row 0, greedy):
+    (row_N, index_N, keys_Nx2, temp_N, topk_N, topp_N); row b's samples are consecutive, all drawn
+    with raw_key(rngs[b]) and told apart by their index."""
+    row_N, index_N, topk_N = (np.zeros((N,), np.int32) for _ in range(3))
+    temp_N, topp_N = np.zeros((N,), np.float32), np.ones((N,), np.float32)
+    keys_Nx2 = np.zeros((N, 2), np.uint32)
+    j = 0
+    for b, (s, rng, n) in enumerate(zip(samplers, rngs, num_samples)):
+        key = np.asarray(raw_key(rng), np.uint32)
+        for i in range(n):
+            row_N[j], index_N[j], keys_Nx2[j] = b, i, key
+            temp_N[j], topk_N[j], topp_N[j] = s.temperature, s.top_k, s.top_p
+            j += 1
+    return row_N, index_N, keys_Nx2, temp_N, topk_N, topp_N
+
+
+def stop_arrays(stops, M: int, P: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-slot end conditions of an insert of M (padded) samples against a table of P stop strings:
+    (max_new_M, stop ids [M, MAX_STOP_IDS] padded with -1, stop-string rows on [M, P]); ValueError
+    for too many stop ids or a row outside the table."""
+    max_new_M = np.full((M,), NO_LIMIT, np.int32)
+    ids_MxK = np.full((M, MAX_STOP_IDS), -1, np.int32)
+    on_MxP = np.zeros((M, P), bool)
+    for i, spec in enumerate(stops):
+        if len(spec.stop_ids) > MAX_STOP_IDS:
+            raise ValueError(f"{len(spec.stop_ids)} stop ids (eos included) exceed {MAX_STOP_IDS}")
+        if any(not 0 <= r < P for r in spec.stop_rows):
+            raise ValueError(f"stop string rows {spec.stop_rows} outside [0, {P})")
+        max_new_M[i] = spec.max_new_tokens
+        ids_MxK[i, :len(spec.stop_ids)] = spec.stop_ids
+        on_MxP[i, list(spec.stop_rows)] = True
+    return max_new_M, ids_MxK, on_MxP
