@@ -93,8 +93,8 @@ class Engine:
         top = bucket(self._slots)
         if any(int(r) < 1 for r in row_buckets):
             raise ValueError(f"row_buckets must be positive row counts, got {tuple(row_buckets)}")
-        self.row_buckets = tuple(sorted({int(r) for r in row_buckets if int(r) < top} | {top})) if row_buckets \
-            else tuple(2 ** i for i in range(top.bit_length()))
+        given = {int(r) for r in row_buckets} if row_buckets else {2 ** i for i in range(top.bit_length())}
+        self.row_buckets = tuple(sorted({r for r in given if r < top} | {top}))
         self._max_prefill = int(max_prefill_length)
         self.max_target_length = int(max_target_length)
         self.cache_dtype = model.dtype if cache_dtype is None else cache_dtype
@@ -258,7 +258,7 @@ class Engine:
             if start + n > self.max_target_length:
                 raise ValueError(f"prompt of {start + n} tokens exceeds max_target_length "
                                  f"{self.max_target_length}")
-        # rows in powers of two; samples padded to the slots' bucket (only their logits cost): few
+        # rows padded to a row bucket, samples to the slots' bucket (only their logits cost): few
         # compiled shapes
         R, N = self.rows_for(B), max(bucket(self._slots), bucket(sum(num_samples)))
         padded = np.zeros((R, T), np.int32)

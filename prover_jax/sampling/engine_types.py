@@ -1,7 +1,8 @@
 """What the engine's programs take and return: a `Prefix` (prefilled rows and their first samples),
 the per-slot `DecodeState`, `ResultTokens`; the slots' end-reason codes and limits; and the host
-helpers that shape their inputs (`raw_key`, `bucket`, `sample_arrays`, `stop_arrays`). The cache inside is the model's (see
-model_api.DecodeModel): a pytree whose every leaf has the row (slot) axis first.
+helpers that shape their inputs (`raw_key`, `bucket`, `sample_arrays`, `stop_arrays`). The cache
+inside is the model's (see model_api.DecodeModel): a pytree whose every leaf has the row (slot) axis
+first.
 """
 
 from __future__ import annotations
