@@ -222,7 +222,7 @@ def train_program(config, mesh: Mesh) -> Program:
         kernel = (3.0 + (runtime.remat != "none")) * full_attention_flops_per_token(cfg, L // 2) * tokens
     passes = c.train.ppo_epochs  # every epoch is one forward + backward over the batch
     args = (state, batch) if frozen is None else (state, batch, frozen)
-    return Program("train_step", step.jitted(state), args, mesh, tokens, per_token * tokens * passes,
+    return Program("train_step", step.jitted(*args), args, mesh, tokens, per_token * tokens * passes,
                    kernel * passes)
 
 

@@ -24,7 +24,6 @@ import optax
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from prover_jax.sharding import named_sharding
 from prover_jax.training.loss import (AGGREGATIONS, KL_ESTIMATORS, RATIO_LEVELS, count_sequences, grpo_loss,
                                       selected_logprobs, token_logprobs)
 
@@ -254,6 +253,8 @@ def make_train_step(graphdef, objective, optimizer: optax.GradientTransformation
     if mesh is None:
         return jax.jit(step_fn, donate_argnums=0)
 
+    from prover_jax.distributed.arrays import batch_sharding
+
     replicated = NamedSharding(mesh, P())
     cache = {}
 
@@ -261,20 +262,25 @@ def make_train_step(graphdef, objective, optimizer: optax.GradientTransformation
         s = getattr(x, "sharding", None)
         return s if isinstance(s, NamedSharding) and s.mesh == mesh else replicated
 
-    def jitted(state: TrainState):
-        """The jitted step for states laid out like `state` (arrays or ShapeDtypeStructs with
-        shardings): `jitted(state).lower(state, batch)` compiles it ahead of time."""
-        key = jax.tree.structure(state)
+    def _key(state, batch):
+        return jax.tree.structure(state), tuple((k, tuple(v.shape), str(v.dtype)) for k, v in sorted(batch.items()))
+
+    def jitted(state: TrainState, batch, frozen=None):
+        """The jitted step for states laid out like `state` and batches of `batch`'s shapes (arrays or
+        ShapeDtypeStructs): in_shardings are the state's own, `batch_sharding` for every batch array
+        and the frozen weights' own; out_shardings the state's and replicated metrics. So the whole
+        layout is fixed before step 1, and `jitted(state, batch).lower(state, batch)` compiles it
+        (LoRA: `frozen` a third argument everywhere)."""
+        key = _key(state, batch)
         if key not in cache:
             state_sh = jax.tree.map(placed, state)
+            batch_sh = {k: batch_sharding(mesh, tuple(v.shape)) for k, v in batch.items()}
+            ins = (state_sh, batch_sh) + (() if frozen is None else (jax.tree.map(placed, frozen),))
             fn = lambda s, b, f=None: step_fn(s, b, f, grad_shardings=state_sh.params)  # noqa: E731
-            cache[key] = jax.jit(fn, out_shardings=(state_sh, replicated), donate_argnums=0)
+            cache[key] = jax.jit(fn, in_shardings=ins, out_shardings=(state_sh, replicated), donate_argnums=0)
         return cache[key]
 
     compiled = {}
-
-    def _key(state, batch):
-        return jax.tree.structure(state), tuple((k, tuple(v.shape), str(v.dtype)) for k, v in sorted(batch.items()))
 
     def precompile(state: TrainState, batches, frozen=None) -> int:
         """Compiles the step ahead of time for each abstract batch (dicts of ShapeDtypeStructs laid
@@ -284,16 +290,16 @@ def make_train_step(graphdef, objective, optimizer: optax.GradientTransformation
         for b in batches:
             key = _key(state, b)
             if key not in compiled:
-                compiled[key] = jitted(state).lower(state, b, frozen).compile()
+                args = (state, b) if frozen is None else (state, b, frozen)
+                compiled[key] = jitted(*args).lower(*args).compile()
                 n += 1
         return n
 
     def train_step(state: TrainState, batch, frozen=None):
         batch = {k: v if isinstance(v, jax.Array) and not v.sharding.is_fully_addressable else
-                 jax.device_put(v, named_sharding((None, "batch") + (None,) * (v.ndim - 2), mesh, v.shape))
-                 for k, v in batch.items()}
-        fn = compiled.get(_key(state, batch))
-        return (fn or jitted(state))(state, batch, frozen)
+                 jax.device_put(v, batch_sharding(mesh, v.shape)) for k, v in batch.items()}
+        args = (state, batch) if frozen is None else (state, batch, frozen)
+        return (compiled.get(_key(state, batch)) or jitted(*args))(*args)
 
     train_step.jitted = jitted
     train_step.precompile = precompile

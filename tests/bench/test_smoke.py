@@ -64,3 +64,22 @@ def test_packing_fill_runs(tmp_path):
     (row,) = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
     assert row["episodes"] == 4 and 0 < row["unpacked_fill"] <= 1 and 0 < row["packed_fill_mb1"] <= 1
     assert row["packed_fill_mb1"] >= row["unpacked_fill"] * 0.99 or row["packed_rows"] == row["episodes"]
+
+
+def test_packing_fill_scripted_pod_config(tmp_path):
+    """bench/packing_fill.py --scripted on the 2B ALFWorld pod config: the expert's and the wanderer's
+    episodes of one shipped task in Qwen3.5's real vocabulary, laid out as the trainer would."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "packing_fill.py"),
+                          f"--config={ROOT}/configs/qwen3_5.py:2B,alfworld", "--scripted", "--tasks=1",
+                          "--think_tokens=0"], capture_output=True, text=True, timeout=900, cwd=ROOT, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    assert [r["success_share"] for r in rows] == [0.0, 0.25, 0.5, 0.75, 1.0]
+    (expert,), (wander,) = rows[0]["expert_lengths"], rows[0]["wanderer_lengths"]
+    assert 0 < expert < wander <= 4096 and all(r["episodes"] == 128 for r in rows)
+    for r in rows:
+        wins = int(r["success_share"] * 8)
+        assert r["tokens"] == 16 * (wins * expert + (8 - wins) * wander)
+        assert r["unpacked_fill"] == r["tokens"] / (128 * r["unpacked_length"])
+        assert r["unpacked_fill"] <= r["packed_fill_mb8"] * (1 + 1e-9) <= r["packed_fill_mb1"] * (1 + 1e-9)

@@ -190,8 +190,32 @@ def test_precompiled_lengths_run_without_compiling(sgd_runs):
     assert step.precompile(abstract, [abstract_batch(mesh, 2, 4, n) for n in (L, 2 * L)]) == 2
     assert step.precompile(abstract, [abstract_batch(mesh, 2, 4, L)]) == 0  # already there
     state, metrics = step(state, micro(sgd_runs["batch"], 2))
-    assert step.jitted(state)._cache_size() == 0
+    assert step.jitted(state, micro(sgd_runs["batch"], 2))._cache_size() == 0
     np.testing.assert_allclose(metrics["loss"], sgd_runs["out"][2][1]["loss"], rtol=1e-5, atol=1e-7)
     longer = {k: np.concatenate([v, np.zeros_like(v)], axis=1) for k, v in sgd_runs["batch"].items()}
     state, _ = step(state, micro(longer, 2))
-    assert step.jitted(state)._cache_size() == 0 and int(state.step) == 2
+    assert step.jitted(state, micro(longer, 2))._cache_size() == 0 and int(state.step) == 2
+
+
+def test_step_layout_is_fixed_before_the_first_call(sgd_runs):
+    """The jitted step's in_shardings are explicit: the state's own layout, every batch array's
+    micro-batch sequences over the data axes (`batch_sharding`), whatever layout the caller's arrays
+    had; the compiled program takes exactly those, and its output state keeps the state's layout."""
+    from prover_jax.distributed import globalize
+    from prover_jax.distributed.arrays import batch_sharding
+    mesh = sharding.make_mesh((1, 2, 1), devices=jax.devices()[:2])
+    model = new_model(mesh)
+    state = globalize(init_train_state(model, sgd_runs["opt"]), mesh)
+    step = make_train_step(nnx.graphdef(model), grpo_objective(loss_cfg()), sgd_runs["opt"], mesh=mesh)
+    batch = micro(sgd_runs["batch"], 2)
+    compiled = step.jitted(state, batch).lower(state, batch).compile()
+    state_in, batch_in = compiled.input_shardings[0]
+    for k, v in batch.items():
+        assert batch_in[k].is_equivalent_to(batch_sharding(mesh, v.shape), v.ndim), k
+    assert any(not s.is_fully_replicated for s in jax.tree.leaves(state_in.params))  # fsdp-sharded weights
+    for want, got in zip(jax.tree.leaves(state), jax.tree.leaves(state_in)):
+        assert got.is_equivalent_to(want.sharding, want.ndim)
+    replicated = jax.device_put(batch, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec()))
+    new, _ = step(state, replicated)  # laid out again to the step's shardings, not recompiled for them
+    for want, got in zip(jax.tree.leaves(state_in), jax.tree.leaves(new)):
+        assert got.sharding.is_equivalent_to(want, got.ndim)
