@@ -51,6 +51,42 @@ def check_prefill_then_steps(T=90):
     assert list(cache.pos) == [tokens.shape[1]] * tokens.shape[0]
 
 
+def test_attention_over_the_filled_window_equals_the_whole_cache(monkeypatch):
+    """A cache of 640 positions is attended in windows of 128, 256, 512 or 640 keys, the smallest that
+    holds every row's keys: decode steps across the window edges (127 -> 128 -> 129, 255 -> 257) and a
+    ragged extension give the full forward's logits, and the whole-cache attention's to 1e-6."""
+    from prover_jax.models.qwen3_5 import layers
+
+    assert layers._windows(640) == [128, 256, 512, 640] and layers._windows(128) == [128]
+    model, tokens = model_and_tokens(T=262)
+    full = model(tokens)
+
+    def run():
+        cache = qwen3_5.init_cache(CFG, tokens.shape[0], 640)
+        logits, cache = model(tokens[:, :120], cache=cache)
+        out = [logits]
+        step = nnx.jit(lambda m, t, c: m(t, cache=c))
+        for t in range(120, tokens.shape[1]):
+            logits, cache = step(model, tokens[:, t:t + 1], cache)
+            out.append(logits)
+        return jnp.concatenate(out, axis=1)
+
+    windowed = run()
+    np.testing.assert_allclose(windowed, full, atol=1e-4)
+    monkeypatch.setattr(layers, "_windows", lambda S: [S])
+    np.testing.assert_allclose(windowed, run(), atol=1e-6)
+    monkeypatch.undo()
+    lens = jnp.array([20, 200, 3], jnp.int32)  # one long row sets the window of all three
+    cache = qwen3_5.init_cache(CFG, 3, 640)
+    _, cache = model(tokens[:, :208], cache=cache, valid_len_B=lens)
+    ext = tokens[:, 208:262]
+    logits, cache = model(ext, cache=cache)
+    for b in range(3):
+        n = int(lens[b])
+        ref = model(jnp.concatenate([tokens[b, :n], ext[b]])[None])[0, n:]
+        np.testing.assert_allclose(logits[b], ref, atol=1e-4)
+
+
 def test_ragged_prefill_and_extension():
     """Rows with different true lengths (right padding) then a multi-token extension."""
     model, tokens = model_and_tokens(T=60)

@@ -159,7 +159,6 @@ class Attention(nnx.Module):
             k_all = write(cache.k, k.astype(cache.k.dtype), write_pos_B)
             v_all = write(cache.v, v.astype(cache.v.dtype), write_pos_B)
             cache = KVCache(k_all, v_all)
-            key_pos = jnp.arange(k_all.shape[1])[None, :]
         else:
             k_all, v_all = k, v
             key_pos = positions_BxT
@@ -168,23 +167,62 @@ class Attention(nnx.Module):
                                   mesh=mesh if impl == "splash" else None,
                                   interpret=_platform(mesh) != "tpu").reshape(B, T, H * hd)
             return self.o_proj(out * jax.nn.sigmoid(gate)), cache
-        # causal in absolute positions, and only valid keys.
-        mask = (key_pos[:, None, :] <= positions_BxT[:, :, None]) & key_valid_BxS[:, None, :]
-        if segment_ids_BxT is not None:
-            mask = mask & (segment_ids_BxT[:, :, None] == segment_ids_BxT[:, None, :])
-        if cache is not None and T == 1 and Hkv <= _ONE_QUERY_MAX_KV_HEADS and _platform(mesh) == "cpu":
-            with jax.named_scope("cache_attention"):
-                out = _one_query_attention(q[:, 0], k_all, v_all, mask[:, 0])[:, None]
-        else:
-            G = H // Hkv
-            qh = q.reshape(B, T, Hkv, G, hd)
-            logits = jnp.einsum("btkgd,bskd->bkgts", qh, k_all.astype(q.dtype)).astype(jnp.float32)
-            logits = logits * hd ** -0.5
-            logits = jnp.where(mask[:, None, None], logits, jnp.finfo(jnp.float32).min)
-            probs = jax.nn.softmax(logits, axis=-1).astype(q.dtype)
-            out = jnp.einsum("bkgts,bskd->btkgd", probs, v_all.astype(q.dtype)).reshape(B, T, H * hd)
+        if cache is None:
+            out = _attend(q, k_all, v_all, _mask(key_pos, positions_BxT, key_valid_BxS, segment_ids_BxT), mesh,
+                          cached=False)
+        else:  # keys past the furthest query are masked for every row: attend over the filled window only
+            S = k_all.shape[1]
+            windows = _windows(S)
+            needed = jnp.max(write_pos_B) + T
+            idx = jnp.minimum(jnp.searchsorted(jnp.asarray(windows), needed), len(windows) - 1)
+
+            def window(W):
+                def attend(q, k_all, v_all, pos, valid):
+                    return _attend(q, k_all[:, :W], v_all[:, :W], _mask(jnp.arange(W)[None, :], pos,
+                                                                         valid[:, :W], None), mesh, cached=True)
+                return attend
+
+            out = lax.switch(idx, [window(W) for W in windows], q, k_all, v_all, positions_BxT, key_valid_BxS)
         out = out * jax.nn.sigmoid(gate)
         return self.o_proj(out), cache
+
+
+# Cached attention runs over the first W cache positions, W the smallest window holding every query's
+# keys: powers of two from _MIN_WINDOW, then the whole cache (one branch each, chosen on the device).
+_MIN_WINDOW = 128
+
+
+def _windows(S: int) -> list[int]:
+    out, W = [], _MIN_WINDOW
+    while W < S:
+        out.append(W)
+        W *= 2
+    return out + [S]
+
+
+def _mask(key_pos, positions_BxT, key_valid_BxS, segment_ids_BxT):
+    """[B, T, S]: causal in absolute positions, valid keys only, and (packed rows) the same sequence."""
+    mask = (key_pos[:, None, :] <= positions_BxT[:, :, None]) & key_valid_BxS[:, None, :]
+    if segment_ids_BxT is not None:
+        mask = mask & (segment_ids_BxT[:, :, None] == segment_ids_BxT[:, None, :])
+    return mask
+
+
+def _attend(q_BxTxHxd: Array, k_BxSxKxd: Array, v_BxSxKxd: Array, mask_BxTxS: Array, mesh,
+            cached: bool) -> Array:
+    """softmax(q k^T / sqrt(hd), masked) v with GQA -> [B, T, H * hd] (a decode step on CPU: the
+    one-query layout)."""
+    B, T, H, hd = q_BxTxHxd.shape
+    Hkv = k_BxSxKxd.shape[2]
+    if cached and T == 1 and Hkv <= _ONE_QUERY_MAX_KV_HEADS and _platform(mesh) == "cpu":
+        with jax.named_scope("cache_attention"):
+            return _one_query_attention(q_BxTxHxd[:, 0], k_BxSxKxd, v_BxSxKxd, mask_BxTxS[:, 0])[:, None]
+    qh = q_BxTxHxd.reshape(B, T, Hkv, H // Hkv, hd)
+    logits = jnp.einsum("btkgd,bskd->bkgts", qh, k_BxSxKxd.astype(qh.dtype)).astype(jnp.float32)
+    logits = logits * hd ** -0.5
+    logits = jnp.where(mask_BxTxS[:, None, None], logits, jnp.finfo(jnp.float32).min)
+    probs = jax.nn.softmax(logits, axis=-1).astype(qh.dtype)
+    return jnp.einsum("bkgts,bskd->btkgd", probs, v_BxSxKxd.astype(qh.dtype)).reshape(B, T, H * hd)
 
 
 def _platform(mesh) -> str:
