@@ -48,7 +48,8 @@ flags.DEFINE_integer("warmup", 2, "Untimed RL steps per variant.")
 flags.DEFINE_integer("steps", 4, "Timed RL steps per variant.")
 flags.DEFINE_list("variants", ["grpo", "prover", "prover_openai"], "Variants to time.")
 flags.DEFINE_float("judge_latency_s", 0.5, "Latency of every call to the scripted judge endpoint.")
-flags.DEFINE_list("override", [], "Extra config overrides key=value (e.g. rollout.off_policy_steps=1).")
+flags.DEFINE_multi_string("override", [], "A config override key=value, repeatable; the value is JSON for non-string "
+                          "fields (e.g. --override=rollout.row_buckets=[8,32] --override=train.logits=policy).")
 flags.DEFINE_bool("smoke", False, "Seconds, not minutes: 10 SFT steps, 1 timed step per variant of 2 tasks x 2 "
                   "episodes, no precompile, 8-token decode probes, in WORKDIR/smoke (the cached "
                   "policy is untouched). Checks that the bench runs; its times mean nothing.")

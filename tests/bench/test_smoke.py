@@ -20,7 +20,8 @@ def run_bench(name: str, *args: str) -> list[dict]:
 
 
 def test_rl_step_smoke(tmp_path):
-    *_, out = run_bench("rl_step.py", f"--workdir={tmp_path}", "--variants=grpo,prover,prover_openai,grpo_packed")
+    *_, out = run_bench("rl_step.py", f"--workdir={tmp_path}", "--variants=grpo,prover,prover_openai,grpo_packed",
+                        "--override=rollout.row_buckets=[1,8,32]")  # a value with commas stays one override
     assert set(out["variants"]) == {"grpo", "prover", "prover_openai", "grpo_packed"}
     assert 0 < out["variants"]["grpo_packed"]["batch_fill"] <= 1 and out["grpo_packed_update_over_unpacked"] > 0
     for key in ("grpo_step_s", "prover_step_s", "prover_over_grpo", "prover_openai_over_grpo", "eligible_frac",
@@ -68,8 +69,11 @@ def test_packing_fill_runs(tmp_path):
 
 def test_packing_fill_scripted_pod_config(tmp_path):
     """bench/packing_fill.py --scripted on the 2B ALFWorld pod config: the expert's and the wanderer's
-    episodes of one shipped task in Qwen3.5's real vocabulary, laid out as the trainer would."""
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    episodes of one shipped task in Qwen3.5's real vocabulary, laid out as the trainer would. (The
+    config reads $ALFWORLD_DATA, which importing alfworld in this process sets to its empty default: the
+    run gets the environment of a fresh shell, so it plays the shipped tasks.)"""
+    env = {k: v for k, v in os.environ.items() if k != "ALFWORLD_DATA"}
+    env["JAX_PLATFORMS"] = "cpu"
     out = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "packing_fill.py"),
                           f"--config={ROOT}/configs/qwen3_5.py:2B,alfworld", "--scripted", "--tasks=1",
                           "--think_tokens=0"], capture_output=True, text=True, timeout=900, cwd=ROOT, env=env)
