@@ -52,7 +52,7 @@ def check_prefill_then_steps(T=90):
 
 
 def test_attention_over_the_filled_window_equals_the_whole_cache(monkeypatch):
-    """A cache of 640 positions is attended in windows of 128, 256, 512 or 640 keys, the smallest that
+    """On CPU a cache of 640 positions is attended in windows of 128, 256, 512 or 640 keys, the smallest that
     holds every row's keys: decode steps across the window edges (127 -> 128 -> 129, 255 -> 257) and a
     ragged extension give the full forward's logits, and the whole-cache attention's to 1e-6."""
     from prover_jax.models.qwen3_5 import layers
