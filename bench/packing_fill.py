@@ -73,9 +73,10 @@ def _tokenizer(c):
     return qwen3_5_tokenizer(tempfile.mkdtemp())
 
 
-def scripted_lengths(c, tok, think: int) -> tuple[list[int], list[int]]:
-    """(expert, wanderer) token lengths per train task of the config's env, rendered as the rollout
-    renders them and cut at rollout.max_target_length."""
+def scripted_turns(c, tok) -> tuple[list[tuple], list[tuple]]:
+    """Per train task of the config's env, the expert's and the wanderer's episode as it is rendered:
+    (the opening's tokens, [(response tokens without reasoning, the next observation's tokens), ...]),
+    played once until the episode ends or its tokens without reasoning reach rollout.max_target_length."""
     from prover_jax.envs.base import make
     from prover_jax.rollout.chat import ChatTemplate, observation_text
     from prover_jax.training.build import env_kwargs
@@ -90,28 +91,46 @@ def scripted_lengths(c, tok, think: int) -> tuple[list[int], list[int]]:
     def n(text: str) -> int:
         return len(tok.encode(text, add_special_tokens=False))
 
-    def play(seed: int, expert: bool) -> int:
+    def play(seed: int, expert: bool) -> tuple[int, list[tuple[int, int]]]:
         obs, info = env.reset(seed)
-        total = n(chat.opening(system, observation_text(obs, info, spec.show_admissible, 0, max_turns)))
+        opening = total = n(chat.opening(system, observation_text(obs, info, spec.show_admissible, 0, max_turns)))
+        turns = []
         for turn in range(max_turns):
             action = env.expert_action() if expert else str(rng.choice(info["admissible"]))
-            total += think + n(f"<action>{action}</action>") + 1  # + the closing <|im_end|>
+            response = n(f"<action>{action}</action>") + 1  # + the closing <|im_end|>
             obs, _, done, info = env.step(action)
+            total += response
             if total >= cap or done:
+                turns.append((response, 0))
                 break
-            total += n(chat.after_response(observation_text(obs, info, spec.show_admissible, turn + 1, max_turns),
-                                           True))
-        return min(total, cap)
+            text = observation_text(obs, info, spec.show_admissible, turn + 1, max_turns)
+            turns.append((response, n(chat.after_response(text, True))))
+            total += turns[-1][1]
+        return opening, turns
 
     tasks = range(FLAGS.tasks or n_tasks)
     return [play(s, True) for s in tasks], [play(s, False) for s in tasks]
 
 
+def episode_length(played: tuple, think: int, cap: int) -> int:
+    """Tokens of a played episode (`scripted_turns`) with `think` reasoning tokens before each response,
+    cut at `cap` (the context limit ends the episode at the response that reaches it)."""
+    total, turns = played
+    for response, observation in turns:
+        total += think + response
+        if total >= cap:
+            break
+        total += observation
+    return min(total, cap)
+
+
 def scripted(c) -> None:
     tok = _tokenizer(c)
-    G, K = c.rollout.groups_per_step, c.rollout.group_size
+    G, K, cap = c.rollout.groups_per_step, c.rollout.group_size, c.rollout.max_target_length
+    experts, wanderers = scripted_turns(c, tok)
     for think in [int(t) for t in FLAGS.think_tokens]:
-        expert, wander = scripted_lengths(c, tok, think)
+        expert = [episode_length(t, think, cap) for t in experts]
+        wander = [episode_length(t, think, cap) for t in wanderers]
         for wins in sorted({0, K // 4, K // 2, 3 * K // 4, K}):
             lengths = [x for g in range(G) for x in [expert[g % len(expert)]] * wins
                        + [wander[g % len(wander)]] * (K - wins)]
