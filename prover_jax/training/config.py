@@ -54,8 +54,9 @@ def default_config() -> ml_collections.ConfigDict:
     c.model.param_dtype = "float32"  # storage dtype of the trained weights
     c.model.dtype = "float32"  # compute dtype (bfloat16 on TPU)
     c.model.scan_layers = False  # True: lax.scan over the repeating layer block (compile time flat in depth)
-    c.model.attention = "auto"  # full attention in training: dense | splash (Pallas TPU) | cudnn | xla | dpa
-    # (jax.nn.dot_product_attention: cudnn on a GPU with cuDNN, else xla) | auto (splash on TPU, cudnn on GPU)
+    c.model.attention = "auto"  # full attention in training: dense | blocked | splash (Pallas TPU) | cudnn | xla
+    # | dpa (jax.nn.dot_product_attention: cudnn on a GPU with cuDNN, else xla) | auto (splash on TPU, cudnn on
+    # GPU, blocked on CPU: the dense einsums over causal query blocks)
     c.model.gdn_chunk = 0  # delta-rule chunk length; 0 = the backend's (CPU 16, TPU/GPU 64)
     c.model.gdn_matmul_dtype = "auto"  # delta-rule matmul inputs: float32 | bfloat16 | auto (bf16 off CPU)
     # LoRA (models/lora.py, through qwix): rank > 0 trains adapters only; the base weights stay frozen,

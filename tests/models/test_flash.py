@@ -1,5 +1,6 @@
-"""The splash-attention path (Pallas kernel in interpret mode) equals the dense reference: outputs and
-gradients at valid positions, GQA, right-padded rows, T not a multiple of the block."""
+"""The splash-attention path (Pallas kernel in interpret mode) and the blocked path equal the dense
+reference: outputs and gradients at valid positions, GQA, right-padded rows, T not a multiple of the
+block."""
 
 import jax
 import jax.numpy as jnp
@@ -55,6 +56,27 @@ def test_splash_equals_dense(T, lengths, left, block):
         np.testing.assert_allclose(gs, gd, rtol=1e-5, atol=1e-5 * scale, err_msg=f"d{name}")
 
 
+@pytest.mark.parametrize("T,lengths,left,rows", [(40, (40, 29), (0, 0), 16),    # blocks 16, 16, 8
+                                                 (200, (200, 131), (0, 0), 128),  # 128, 72
+                                                 (200, (190, 200), (60, 0), 64),
+                                                 (40, (40, 29), (0, 0), 128)])   # one block: the dense math
+def test_blocked_equals_dense(monkeypatch, T, lengths, left, rows):
+    """Causal query blocks give the dense einsums' outputs and gradients, whatever the block split."""
+    monkeypatch.setattr(flash, "BLOCKED_ROWS", rows)
+    q, k, v, valid, w = inputs(T, lengths, left=left, seed=2)
+    dense = flash.attention(q, k, v, valid, impl="dense")
+    blocked = jax.jit(lambda *a: flash.attention(*a, impl="blocked"))(q, k, v, valid)
+    assert blocked.shape == dense.shape and blocked.dtype == q.dtype and bool(jnp.isfinite(blocked).all())
+    m = np.asarray(valid)
+    np.testing.assert_allclose(np.asarray(blocked)[m], np.asarray(dense)[m], rtol=1e-5, atol=1e-5)
+    (l_d, g_d), (l_b, g_b) = (loss_and_grads("dense", q, k, v, valid, w),
+                              loss_and_grads("blocked", q, k, v, valid, w))
+    np.testing.assert_allclose(l_b, l_d, rtol=0, atol=1e-6 * float(jnp.sum(jnp.abs(w * dense))))
+    for name, gb, gd in zip("qkv", g_b, g_d):
+        scale = float(jnp.max(jnp.abs(gd)))
+        np.testing.assert_allclose(gb, gd, rtol=1e-5, atol=1e-5 * scale, err_msg=f"d{name}")
+
+
 def test_splash_under_mesh():
     """With a mesh the kernel runs in a shard_map: rows over fsdp, kv heads (and their query heads)
     over tensor."""
@@ -70,7 +92,7 @@ def test_splash_under_mesh():
 
 
 def test_supported():
-    assert flash.supported("dense", 4096, 256) is None
+    assert flash.supported("dense", 4096, 256) is None and flash.supported("blocked", 4096, 256) is None
     assert flash.supported("splash", 4096, 256) is None
     assert "multiple of 128" in flash.supported("splash", 4096, 256, block=100)
     assert flash.supported("cudnn", 4096, 256) is None and flash.supported("xla", 4096, 512) is None

@@ -103,8 +103,8 @@ def test_packing_helpers():
 
 # ---- attention with segment ids ------------------------------------------------------------------
 
-def test_attention_segments_equal_each_sequence_alone():
-    """dense, splash (interpreted) and xla with segment ids against dense on each sequence alone:
+def test_attention_segments_equal_each_sequence_alone(monkeypatch):
+    """dense, blocked, splash (interpreted) and xla with segment ids against dense on each sequence alone:
     outputs at valid positions and input gradients. Row 1 has padding between its sequences."""
     B, T, H, K, hd = 2, 40, 4, 2, 32
     rng = np.random.RandomState(0)
@@ -130,7 +130,8 @@ def test_attention_segments_equal_each_sequence_alone():
 
     ref_out, (_, ref_g) = jax.jit(reference)(q, k, v), value_and_grads(reference)
     m = np.asarray(valid)
-    for impl, kw in (("dense", {}), ("splash", dict(interpret=True, block=128)), ("xla", {})):
+    monkeypatch.setattr(flash, "BLOCKED_ROWS", 16)  # blocks of 16, 16, 8 queries: sequences cross them
+    for impl, kw in (("dense", {}), ("blocked", {}), ("splash", dict(interpret=True, block=128)), ("xla", {})):
         fn = lambda q, k, v: flash.attention(q, k, v, valid, segment_ids_BxT=runs, impl=impl, **kw)  # noqa
         out = jax.jit(fn)(q, k, v)
         assert bool(jnp.isfinite(out).all()), impl
@@ -215,7 +216,8 @@ def alone_reference():
     Runtime(gdn_chunk=64, gdn_inverse_block=16),
     Runtime(attention="xla", scan_layers=True, remat="full"),
     Runtime(attention="splash", gdn_chunk=64),
-], ids=["dense-chunk16", "chunk64-blockwise", "xla-scan-remat", "splash-interpreted-chunk64"])
+    Runtime(attention="blocked"),
+], ids=["dense-chunk16", "chunk64-blockwise", "xla-scan-remat", "splash-interpreted-chunk64", "blocked"])
 def test_packed_rows_equal_sequences_alone(alone_reference, runtime):
     tokens, seg, pos, _, _ = packed_batch()
     logits, grads = run(make_model(), runtime, tokens, pairs_packed(),

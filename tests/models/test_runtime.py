@@ -98,7 +98,7 @@ def test_block_period_and_runtime_resolution():
     assert block_period((LIN, FULL, LIN)) == 3
     assert block_period((FULL,) * 5) == 1
     cpu, tpu = resolve_runtime("cpu"), resolve_runtime("tpu")
-    assert (cpu.attention, cpu.gdn_chunk, cpu.gdn_matmul_dtype) == ("dense", 16, None)
+    assert (cpu.attention, cpu.gdn_chunk, cpu.gdn_matmul_dtype) == ("blocked", 16, None)
     assert (tpu.attention, tpu.gdn_chunk, tpu.gdn_matmul_dtype, tpu.gdn_inverse_block) == (
         "splash", 64, "bfloat16", 16)
     assert dataclasses.replace(tpu, remat="dots").remat == "dots"

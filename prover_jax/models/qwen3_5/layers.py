@@ -58,9 +58,12 @@ class Linear(nnx.Module):
 
     def __call__(self, x: Array) -> Array:
         x, w = x.astype(self.dtype), self.kernel[...].astype(self.dtype)
+        x2 = x.reshape(-1, x.shape[-1])  # rows x in: XLA:CPU then forms dW = x^T dy without transposing dy
         if _F32_DOT_OUTPUTS.get() and jnp.dtype(self.dtype) != jnp.float32:
-            return jnp.dot(x, w, preferred_element_type=jnp.float32).astype(self.dtype)
-        return jnp.dot(x, w)
+            y = jnp.dot(x2, w, preferred_element_type=jnp.float32).astype(self.dtype)
+        else:
+            y = jnp.dot(x2, w)
+        return y.reshape(*x.shape[:-1], w.shape[-1])
 
 
 class RMSNorm(nnx.Module):
@@ -162,7 +165,7 @@ class Attention(nnx.Module):
         else:
             k_all, v_all = k, v
             key_pos = positions_BxT
-        if impl in ("splash", "xla", "cudnn") and cache is None:
+        if impl in ("splash", "xla", "cudnn", "blocked") and cache is None:
             out = flash.attention(q, k_all, v_all, key_valid_BxS, segment_ids_BxT=segment_ids_BxT, impl=impl,
                                   mesh=mesh if impl == "splash" else None,
                                   interpret=_platform(mesh) != "tpu").reshape(B, T, H * hd)

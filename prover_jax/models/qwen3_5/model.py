@@ -20,8 +20,9 @@ takes its delta-rule settings too, its attention is always dense): `scan_layers`
 (e.g. 3 Gated DeltaNet + 1 full attention layer) under `lax.scan` over the blocks' stacked weights, so
 compile time does not grow with depth; `remat` recomputes each block's activations in the backward
 pass (none | full | dots: matmul outputs without batch dimensions are kept); `attention` picks the
-full-attention kernel (dense einsum | splash, a Pallas TPU kernel | cudnn / xla: jax.nn.dot_product_attention
-with that implementation, cuDNN's fused attention on NVIDIA GPUs or its portable lowering);
+full-attention kernel (dense einsum | blocked: the dense einsums over causal query blocks, the CPU
+default | splash, a Pallas TPU kernel | cudnn / xla: jax.nn.dot_product_attention with that
+implementation, cuDNN's fused attention on NVIDIA GPUs or its portable lowering);
 `gdn_chunk` / `gdn_matmul_dtype` / `gdn_inverse_block` the delta rule's chunk length, matmul input
 dtype and (I + L)^-1 block size. All are the same function up to float rounding.
 """
@@ -45,7 +46,7 @@ from prover_jax.sharding import constrain
 
 ACT = ("batch", "length", "act_embed")
 REMAT = ("none", "full", "dots")
-ATTENTION = ("dense", "splash", "cudnn", "xla")
+ATTENTION = ("dense", "splash", "cudnn", "xla", "blocked")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +55,7 @@ class Runtime:
 
     scan_layers: bool = False
     remat: str = "none"  # none | full | dots
-    attention: str = "dense"  # dense | splash | cudnn | xla (the last two: jax.nn.dot_product_attention)
+    attention: str = "dense"  # dense | blocked | splash | cudnn | xla (the last two: dot_product_attention)
     gdn_chunk: int = GDN_CHUNK
     gdn_matmul_dtype: str | None = None  # None: fp32 (HIGHEST); "bfloat16": bf16 inputs, fp32 accumulation
     gdn_inverse_block: int | None = None  # None: C-step substitution; b: blockwise (I + L)^-1, b x b blocks
@@ -70,8 +71,8 @@ def resolve_runtime(platform: str, *, scan_layers=False, remat="none", attention
                     gdn_chunk=0, gdn_matmul_dtype="auto", cudnn: bool | None = None) -> Runtime:
     """A Runtime for `platform` (cpu | tpu | gpu): "auto" / 0 take the backend's defaults (TPU: splash
     attention, delta-rule chunk 64 with bf16 matmul inputs; GPU: cuDNN attention through
-    jax.nn.dot_product_attention, chunk 64, bf16 matmul inputs; CPU: dense, chunk 16, fp32).
-    attention="dpa" is jax.nn.dot_product_attention on any backend: "cudnn" on a GPU with cuDNN, else
+    jax.nn.dot_product_attention, chunk 64, bf16 matmul inputs; CPU: blocked (the dense math over causal
+    query blocks), chunk 16, fp32). attention="dpa" is jax.nn.dot_product_attention on any backend: "cudnn" on a GPU with cuDNN, else
     "xla". `cudnn`: whether cuDNN is there (None: ask the running backend, only when platform is gpu)."""
     from prover_jax.models.qwen3_5.delta_rule import backend_defaults
     gdn = backend_defaults(platform)
@@ -85,7 +86,7 @@ def resolve_runtime(platform: str, *, scan_layers=False, remat="none", attention
         elif attention == "dpa":
             attention = "xla"
         else:
-            attention = "splash" if platform == "tpu" else "dense"
+            attention = {"tpu": "splash", "cpu": "blocked"}.get(platform, "dense")
     if gdn_matmul_dtype == "auto":
         gdn_matmul_dtype = gdn["matmul_dtype"]
     return Runtime(scan_layers=bool(scan_layers), remat=remat, attention=attention,
@@ -310,9 +311,9 @@ class Qwen3_5(nnx.Module):
     def logits(self, h_BxTxD):
         """fp32 logits of hidden states."""
         w = (self.embed_tokens[...].T if self.config.tie_word_embeddings else self.lm_head[...])
-        out = jnp.dot(h_BxTxD.astype(self.dtype), w.astype(self.dtype),
-                      preferred_element_type=jnp.float32)
-        return constrain(out, ("batch", "length", "act_vocab"), self.mesh)
+        h = h_BxTxD.astype(self.dtype)
+        out = jnp.dot(h.reshape(-1, h.shape[-1]), w.astype(self.dtype), preferred_element_type=jnp.float32)
+        return constrain(out.reshape(*h.shape[:-1], w.shape[-1]), ("batch", "length", "act_vocab"), self.mesh)
 
     def __call__(self, tokens_BxT, *, mask_BxT=None, positions_BxT=None, cache: Cache | None = None,
                  valid_len_B=None, segment_ids_BxT=None):
