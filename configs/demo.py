@@ -31,7 +31,10 @@ def get_config():
     # a policy trained from scratch needs no house rules in every sequence: one line keeps them short
     c.rollout.system_prompt = "Reply with one admissible command inside <action>...</action>."
     c.rollout.max_concurrent_decodes = 32  # every episode of a step decodes at once
-    c.rollout.row_buckets = (1, 8, 32)  # prefills / inserts of 2-8 rows share one program: few shapes to compile
+    # prefill / insert shapes: every power of two of rows, and new tokens padded to 48 / 96 / 256 / 512 (turns
+    # are 33-47 and 65-90 tokens): ~1/2 the padded prefill tokens of (1, 8, 32) rows x powers of two
+    c.rollout.prefill_lengths = (48, 96, 256)
+    c.rollout.warmup = True  # all 24 prefill shapes (and inserts, decode) compiled before the first step
     c.rollout.max_prefill_length = 512  # short openings
     c.rollout.max_target_length = 1536  # an 8-turn episode fits
     # RL learning rate (default 1e-5). The recorded comparisons ran at 2e-4; the README shows that 5e-5 and

@@ -53,7 +53,8 @@ class Driver:
         tokenizer: an HF tokenizer, for the exact bytes of every token (stop strings); preferred over
             decode_fn, which is asked for one token at a time.
         min_bucket: prompt pieces are padded to powers of two >= min_bucket (capped at
-            max_prefill_length), bounding the number of prefill compilations.
+            max_prefill_length), bounding the number of prefill compilations; or to the engine's
+            length_buckets when it has them (`Engine.length_for`).
         steps_per_call: decode steps per jitted generate call (end conditions are checked on the
             device after every step; a finished slot waits for the call to end).
         max_stop_strings: distinct stop strings tracked over the driver's life.
@@ -351,7 +352,7 @@ class Driver:
                 tokens = tokens[step:]
                 self.stats["prefill_calls"] += 1
                 self.stats["prefill_tokens"] += step
-            size = min(bucket(tokens.size, self.min_bucket), step)
+            size = engine.length_for(tokens.size, self.min_bucket)
             groups.setdefault(size, []).append((job, existing, start, tokens))
         for size, group in groups.items():
             padded = np.zeros((len(group), size), np.int32)

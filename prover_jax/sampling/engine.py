@@ -75,11 +75,15 @@ class Engine:
         row_buckets: the row counts a batched prefill and a bulk insert are padded to (each program
             compiles once per count it meets); the slots' power of two is always one. Default: every
             power of two up to it. Fewer counts, fewer compiles, at the cost of padding rows.
+        length_buckets: the lengths a prompt piece is padded to (`length_for`), max_prefill_length
+            always one. Default (): powers of two from the driver's min_bucket. Lengths that fit the
+            prompts met (e.g. 48 and 96 for turns of 33-47 and 65-90 tokens) cut padded tokens.
     """
 
     def __init__(self, model: DecodeModel, *, max_concurrent_decodes: int, max_prefill_length: int,
                  max_target_length: int, cache_dtype=None, mesh: Mesh | None = None,
-                 max_stop_strings: int = STOP_STRINGS, row_buckets: Sequence[int] = ()):
+                 max_stop_strings: int = STOP_STRINGS, row_buckets: Sequence[int] = (),
+                 length_buckets: Sequence[int] = ()):
         if max_prefill_length > max_target_length:
             raise ValueError(f"max_prefill_length {max_prefill_length} exceeds max_target_length "
                              f"{max_target_length}")
@@ -96,6 +100,10 @@ class Engine:
         given = {int(r) for r in row_buckets} if row_buckets else {2 ** i for i in range(top.bit_length())}
         self.row_buckets = tuple(sorted({r for r in given if r < top} | {top}))
         self._max_prefill = int(max_prefill_length)
+        if any(int(n) < 1 for n in length_buckets):
+            raise ValueError(f"length_buckets must be positive lengths, got {tuple(length_buckets)}")
+        self.length_buckets = tuple(sorted({int(n) for n in length_buckets if int(n) < self._max_prefill}
+                                           | {self._max_prefill})) if length_buckets else ()
         self.max_target_length = int(max_target_length)
         self.cache_dtype = model.dtype if cache_dtype is None else cache_dtype
         self._mesh = model.mesh if mesh is None else mesh
@@ -141,6 +149,21 @@ class Engine:
     def rows_for(self, n: int) -> int:
         """The row count `n` rows are padded to: the least of row_buckets >= n (else n's power of two)."""
         return next((r for r in self.row_buckets if r >= n), bucket(n))
+
+    def length_for(self, n: int, minimum: int = 1) -> int:
+        """The length a prompt piece of n <= max_prefill_length tokens is padded to: the least of
+        length_buckets >= n, or without them the power of two >= max(n, minimum), capped at
+        max_prefill_length."""
+        if self.length_buckets:
+            return next(b for b in self.length_buckets if b >= n)
+        return min(bucket(n, minimum), self._max_prefill)
+
+    def prefill_lengths(self, minimum: int = 1) -> list[int]:
+        """Every length `length_for` returns (what a warm-up compiles)."""
+        if self.length_buckets:
+            return list(self.length_buckets)
+        return sorted({self.length_for(2 ** i, minimum) for i in range(32) if 2 ** i <= self._max_prefill}
+                      | {self._max_prefill})
 
     def get_tokenizer(self):
         raise NotImplementedError("the engine works on token ids; tokenizers live with the checkpoint")

@@ -3,7 +3,8 @@
     seconds = compile_shapes(engine, params, stop_table, min_bucket, steps_per_call)
 
 Every shape the driver can meet: prefill for each (rows, length) bucket (rows: the engine's
-row_buckets; lengths the powers of two >= min_bucket capped at max_prefill_length), the row stacking
+row_buckets; lengths `Engine.prefill_lengths`: its length_buckets, else the powers of two >= min_bucket
+capped at max_prefill_length), the row stacking
 of extensions, insert for each row bucket of samples, extract, deactivate (a cancelled sample), and
 the decode call with `stop_table`.
 """
@@ -15,7 +16,6 @@ import time
 import jax
 import numpy as np
 
-from prover_jax.sampling.engine_types import bucket
 from prover_jax.sampling.sampler import SamplingParams
 from prover_jax.sampling.stops import StopSpec
 
@@ -23,9 +23,7 @@ from prover_jax.sampling.stops import StopSpec
 def compile_shapes(engine, params, table, min_bucket: int, steps_per_call: int) -> float:
     """Runs each compiled program once on dummy inputs; returns the seconds it took."""
     t0 = time.perf_counter()
-    step = engine.max_prefill_length
-    lengths = sorted({min(bucket(n, min_bucket), step) for n in (2 ** i for i in range(32)) if n <= step}
-                     | {step})
+    lengths = engine.prefill_lengths(min_bucket)
     one = engine.prefill_batch(params=params, padded_tokens=np.zeros((1, 1), np.int32), true_lengths=[1],
                                samplers=[SamplingParams()], rngs=[0], num_samples=[1], existing_prefixes=[None])
     for rows in engine.row_buckets:

@@ -170,7 +170,8 @@ def engine(config, mesh, net, params) -> tuple[Engine, dist.WeightSync]:
         abstract = qwen3_5.abstract_model(net.config, dtype=compute, param_dtype=compute, mesh=emesh)
         emodel = nnx.merge(nnx.graphdef(abstract), sync(params))
     eng = Engine(emodel, max_concurrent_decodes=r.max_concurrent_decodes, max_prefill_length=r.max_prefill_length,
-                 max_target_length=r.max_target_length, mesh=emesh, row_buckets=tuple(r.row_buckets))
+                 max_target_length=r.max_target_length, mesh=emesh, row_buckets=tuple(r.row_buckets),
+                 length_buckets=tuple(r.prefill_lengths))
     return eng, sync
 
 

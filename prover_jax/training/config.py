@@ -95,6 +95,9 @@ def default_config() -> ml_collections.ConfigDict:
     # row counts a batched prefill and an insert are padded to, each compiled once: () = 1, 2, 4, ... up
     # to the slots; fewer (e.g. (8, 32)) trade padding rows for fewer compiles in the steady state
     c.rollout.row_buckets = ()
+    # lengths a prefill's new tokens are padded to, each compiled once (with each row count): () = powers
+    # of two from 8 up to max_prefill_length; lengths that fit the env's turns cut padded tokens
+    c.rollout.prefill_lengths = ()
     # DAPO's dynamic sampling (training/dynamic.py): off | drop (train only on groups whose outcomes differ)
     # | refill (draw and play more task batches until groups_per_step such groups, at most max_draws batches)
     c.rollout.dynamic_sampling = "off"

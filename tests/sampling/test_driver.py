@@ -28,6 +28,25 @@ def requests():
             Request(prompt(2, 6), SamplingParams(temperature=1.5), max_new_tokens=7, seed=6)]
 
 
+def test_length_buckets_pad_prompt_pieces_and_change_nothing(engine):
+    """An engine with length_buckets pads every prompt piece to the least bucket that holds it
+    (max_prefill_length always one), and its completions equal the power-of-two engine's."""
+    bucketed = Engine(engine._model, max_concurrent_decodes=3, max_prefill_length=16, max_target_length=MAX_LEN,
+                      length_buckets=(6, 11, 40))
+    assert bucketed.length_buckets == (6, 11, 16) and engine.length_buckets == ()
+    assert [bucketed.length_for(n) for n in (1, 6, 7, 11, 12, 16)] == [6, 6, 11, 11, 16, 16]
+    assert [engine.length_for(n, 4) for n in (1, 5, 9, 16)] == [4, 8, 16, 16]
+    reqs = requests()
+    want = [c for [c] in Driver(engine).run(reqs)]
+    got = [c for [c] in Driver(bucketed).run(reqs)]
+    for i, (a, b) in enumerate(zip(want, got)):
+        assert a.tokens == b.tokens and a.finish_reason == b.finish_reason, i
+        np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-5)
+    with pytest.raises(ValueError, match="length_buckets"):
+        Engine(engine._model, max_concurrent_decodes=3, max_prefill_length=16, max_target_length=MAX_LEN,
+               length_buckets=(0, 8))
+
+
 def test_batched_equals_alone(engine):
     reqs = requests()
     plain = [Driver(engine).run([r])[0][0] for r in reqs]

@@ -110,10 +110,19 @@ def test_first_token_ends_and_capacity(engine):
         driver.run([Request(tokens, stop_strings=("q1", "q2", "q3", "q4", "q5"))])
 
 
-def test_warmup_leaves_nothing_to_compile(engine):
-    """After Driver.warmup, requests of any prompt length, fan-out and extension compile nothing."""
+@pytest.mark.parametrize("buckets", [{}, dict(row_buckets=(1, 3), length_buckets=(5, 12))],
+                         ids=["powers-of-two", "row-and-length-buckets"])
+def test_warmup_leaves_nothing_to_compile(engine, buckets):
+    """After Driver.warmup, requests of any prompt length, fan-out and extension compile nothing (with
+    the engine's own row and length buckets too)."""
+    from prover_jax.sampling import Engine
     from prover_jax.training.metrics import CompileCounter
 
+    if buckets:
+        engine = Engine(engine._model, max_concurrent_decodes=engine.max_concurrent_decodes,
+                        max_prefill_length=engine.max_prefill_length,
+                        max_target_length=engine.max_target_length, **buckets)
+        assert engine.prefill_lengths() == [5, 12, 16]
     driver = Driver(engine, decode_fn=decode)
     assert driver.warmup(stop_strings=("b>x",)) > 0
     counter = CompileCounter()

@@ -215,19 +215,16 @@ def _mask(key_pos, positions_BxT, key_valid_BxS, segment_ids_BxT):
 
 def _attend(q_BxTxHxd: Array, k_BxSxKxd: Array, v_BxSxKxd: Array, mask_BxTxS: Array, mesh,
             cached: bool) -> Array:
-    """softmax(q k^T / sqrt(hd), masked) v with GQA -> [B, T, H * hd] (a decode step on CPU: the
-    one-query layout)."""
+    """softmax(q k^T / sqrt(hd), masked) v with GQA -> [B, T, H * hd]: `flash.masked_attention`, heads
+    first on CPU (a decode step on CPU: the one-query layout)."""
     B, T, H, hd = q_BxTxHxd.shape
     Hkv = k_BxSxKxd.shape[2]
     if cached and T == 1 and Hkv <= _ONE_QUERY_MAX_KV_HEADS and _platform(mesh) == "cpu":
         with jax.named_scope("cache_attention"):
             return _one_query_attention(q_BxTxHxd[:, 0], k_BxSxKxd, v_BxSxKxd, mask_BxTxS[:, 0])[:, None]
-    qh = q_BxTxHxd.reshape(B, T, Hkv, H // Hkv, hd)
-    logits = jnp.einsum("btkgd,bskd->bkgts", qh, k_BxSxKxd.astype(qh.dtype)).astype(jnp.float32)
-    logits = logits * hd ** -0.5
-    logits = jnp.where(mask_BxTxS[:, None, None], logits, jnp.finfo(jnp.float32).min)
-    probs = jax.nn.softmax(logits, axis=-1).astype(qh.dtype)
-    return jnp.einsum("bkgts,bskd->btkgd", probs, v_BxSxKxd.astype(qh.dtype)).reshape(B, T, H * hd)
+    out = flash.masked_attention(q_BxTxHxd, k_BxSxKxd, v_BxSxKxd, mask_BxTxS,
+                                 heads_first=_platform(mesh) == "cpu")
+    return out.reshape(B, T, H * hd)
 
 
 def _platform(mesh) -> str:
