@@ -49,7 +49,8 @@ from prover_jax.sampling.engine_fns import (decode_steps, extract_slot, init_sta
                                             select_sample, state_axes)
 from prover_jax.sampling.engine_types import (MAX_STOP_IDS, NO_LIMIT, RUNNING, STOPPED_CACHE_FULL,
                                               STOPPED_ID, STOPPED_LENGTH, STOPPED_STRING, DecodeState, Prefix,
-                                              ResultTokens, bucket, raw_key, sample_arrays, stop_arrays)
+                                              ResultTokens, bucket, length_buckets_of,
+                                              padded_length, raw_key, sample_arrays, stop_arrays)
 from prover_jax.sampling.model_api import DecodeModel, check_model
 from prover_jax.sampling.sampler import SamplingParams, mask_words
 from prover_jax.sampling.stops import STOP_STRINGS, StopSpec, StopTable
@@ -72,12 +73,9 @@ class Engine:
         max_target_length: cache length per slot (prompt + generated tokens).
         cache_dtype: dtype of the model's cache (`init_cache`; default: the model's compute dtype).
         mesh: device mesh for the decode state (default: the model's mesh; None = one device).
-        row_buckets: the row counts a batched prefill and a bulk insert are padded to (each program
-            compiles once per count it meets); the slots' power of two is always one. Default: every
-            power of two up to it. Fewer counts, fewer compiles, at the cost of padding rows.
-        length_buckets: the lengths a prompt piece is padded to (`length_for`), max_prefill_length
-            always one. Default (): powers of two from the driver's min_bucket. Lengths that fit the
-            prompts met (e.g. 48 and 96 for turns of 33-47 and 65-90 tokens) cut padded tokens.
+        row_buckets: the row counts a batched prefill and a bulk insert are padded to (one program
+            each); the slots' power of two is always one. Default: every power of two up to it.
+        length_buckets: the lengths a prompt piece is padded to (`length_for`; () = powers of two).
     """
 
     def __init__(self, model: DecodeModel, *, max_concurrent_decodes: int, max_prefill_length: int,
@@ -100,10 +98,7 @@ class Engine:
         given = {int(r) for r in row_buckets} if row_buckets else {2 ** i for i in range(top.bit_length())}
         self.row_buckets = tuple(sorted({r for r in given if r < top} | {top}))
         self._max_prefill = int(max_prefill_length)
-        if any(int(n) < 1 for n in length_buckets):
-            raise ValueError(f"length_buckets must be positive lengths, got {tuple(length_buckets)}")
-        self.length_buckets = tuple(sorted({int(n) for n in length_buckets if int(n) < self._max_prefill}
-                                           | {self._max_prefill})) if length_buckets else ()
+        self.length_buckets = length_buckets_of(length_buckets, self._max_prefill)
         self.max_target_length = int(max_target_length)
         self.cache_dtype = model.dtype if cache_dtype is None else cache_dtype
         self._mesh = model.mesh if mesh is None else mesh
@@ -151,19 +146,8 @@ class Engine:
         return next((r for r in self.row_buckets if r >= n), bucket(n))
 
     def length_for(self, n: int, minimum: int = 1) -> int:
-        """The length a prompt piece of n <= max_prefill_length tokens is padded to: the least of
-        length_buckets >= n, or without them the power of two >= max(n, minimum), capped at
-        max_prefill_length."""
-        if self.length_buckets:
-            return next(b for b in self.length_buckets if b >= n)
-        return min(bucket(n, minimum), self._max_prefill)
-
-    def prefill_lengths(self, minimum: int = 1) -> list[int]:
-        """Every length `length_for` returns (what a warm-up compiles)."""
-        if self.length_buckets:
-            return list(self.length_buckets)
-        return sorted({self.length_for(2 ** i, minimum) for i in range(32) if 2 ** i <= self._max_prefill}
-                      | {self._max_prefill})
+        """The padded length of a prompt piece of n tokens (`engine_types.padded_length`)."""
+        return padded_length(n, self.length_buckets, minimum, self._max_prefill)
 
     def get_tokenizer(self):
         raise NotImplementedError("the engine works on token ids; tokenizers live with the checkpoint")

@@ -1,8 +1,8 @@
 """What the engine's programs take and return: a `Prefix` (prefilled rows and their first samples),
 the per-slot `DecodeState`, `ResultTokens`; the slots' end-reason codes and limits; and the host
-helpers that shape their inputs (`raw_key`, `bucket`, `sample_arrays`, `stop_arrays`). The cache
-inside is the model's (see model_api.DecodeModel): a pytree whose every leaf has the row (slot) axis
-first.
+helpers that shape their inputs (`raw_key`, `bucket`, `padded_length`, `sample_arrays`,
+`stop_arrays`). The cache inside is the model's (see model_api.DecodeModel): a pytree whose every leaf
+has the row (slot) axis first.
 """
 
 from __future__ import annotations
@@ -89,6 +89,30 @@ def raw_key(rng) -> np.ndarray | jax.Array:
     if jnp.issubdtype(rng.dtype, jax.dtypes.prng_key):
         return jax.random.key_data(rng)
     return jnp.asarray(rng)
+
+
+def length_buckets_of(given, max_prefill: int) -> tuple[int, ...]:
+    """The sorted lengths a prompt piece is padded to, max_prefill always one; () for none given."""
+    if any(int(n) < 1 for n in given):
+        raise ValueError(f"length_buckets must be positive lengths, got {tuple(given)}")
+    return tuple(sorted({int(n) for n in given if int(n) < max_prefill} | {max_prefill})) if given else ()
+
+
+def padded_length(n: int, buckets: tuple[int, ...], minimum: int, max_prefill: int) -> int:
+    """The length a piece of n <= max_prefill tokens is padded to: the least bucket >= n, or without
+    buckets the power of two >= max(n, minimum), capped at max_prefill. Lengths that fit the pieces met
+    (e.g. 48 and 96 for turns of 33-47 and 65-90 tokens) cut the padded tokens powers of two leave."""
+    if buckets:
+        return next(b for b in buckets if b >= n)
+    return min(bucket(n, minimum), max_prefill)
+
+
+def all_lengths(buckets: tuple[int, ...], minimum: int, max_prefill: int) -> list[int]:
+    """Every length `padded_length` returns."""
+    if buckets:
+        return list(buckets)
+    return sorted({padded_length(2 ** i, (), minimum, max_prefill) for i in range(32) if 2 ** i <= max_prefill}
+                  | {max_prefill})
 
 
 # Fewest tokens a prompt piece is padded to: the driver's default `min_bucket` (all short prompts share

@@ -3,9 +3,8 @@
     seconds = compile_shapes(engine, params, stop_table, min_bucket, steps_per_call)
 
 Every shape the driver can meet: prefill for each (rows, length) bucket (rows: the engine's
-row_buckets; lengths `Engine.prefill_lengths`: its length_buckets, else the powers of two >= min_bucket
-capped at max_prefill_length), the row stacking
-of extensions, insert for each row bucket of samples, extract, deactivate (a cancelled sample), and
+row_buckets; lengths `engine_types.all_lengths`: its length_buckets, else the powers of two >=
+min_bucket capped at max_prefill_length), the row stacking of extensions, insert for each row bucket of samples, extract, deactivate (a cancelled sample), and
 the decode call with `stop_table`.
 """
 
@@ -16,6 +15,7 @@ import time
 import jax
 import numpy as np
 
+from prover_jax.sampling.engine_types import all_lengths
 from prover_jax.sampling.sampler import SamplingParams
 from prover_jax.sampling.stops import StopSpec
 
@@ -23,7 +23,7 @@ from prover_jax.sampling.stops import StopSpec
 def compile_shapes(engine, params, table, min_bucket: int, steps_per_call: int) -> float:
     """Runs each compiled program once on dummy inputs; returns the seconds it took."""
     t0 = time.perf_counter()
-    lengths = engine.prefill_lengths(min_bucket)
+    lengths = all_lengths(engine.length_buckets, min_bucket, engine.max_prefill_length)
     one = engine.prefill_batch(params=params, padded_tokens=np.zeros((1, 1), np.int32), true_lengths=[1],
                                samplers=[SamplingParams()], rngs=[0], num_samples=[1], existing_prefixes=[None])
     for rows in engine.row_buckets:

@@ -116,13 +116,14 @@ def test_warmup_leaves_nothing_to_compile(engine, buckets):
     """After Driver.warmup, requests of any prompt length, fan-out and extension compile nothing (with
     the engine's own row and length buckets too)."""
     from prover_jax.sampling import Engine
+    from prover_jax.sampling.engine_types import all_lengths
     from prover_jax.training.metrics import CompileCounter
 
     if buckets:
         engine = Engine(engine._model, max_concurrent_decodes=engine.max_concurrent_decodes,
                         max_prefill_length=engine.max_prefill_length,
                         max_target_length=engine.max_target_length, **buckets)
-        assert engine.prefill_lengths() == [5, 12, 16]
+        assert all_lengths(engine.length_buckets, 8, engine.max_prefill_length) == [5, 12, 16]
     driver = Driver(engine, decode_fn=decode)
     assert driver.warmup(stop_strings=("b>x",)) > 0
     counter = CompileCounter()

@@ -41,7 +41,7 @@ from prover_jax.models.qwen3_5 import packing
 from prover_jax.models.qwen3_5.config import FULL, Qwen3_5Config
 from prover_jax.models.qwen3_5.delta_rule import GDN_CHUNK
 from prover_jax.models.qwen3_5.layers import (MLP, Attention, GatedDeltaNet, GDNCache, KVCache, RMSNorm,
-                                              _normal, _param, f32_dot_outputs)
+                                              _normal, _param, _platform, f32_dot_outputs, flat_dots)
 from prover_jax.sharding import constrain
 
 ACT = ("batch", "length", "act_embed")
@@ -265,9 +265,10 @@ class Qwen3_5(nnx.Module):
         h = self.embed_tokens[...].astype(self.dtype)[tokens_BxT]
         h = constrain(h, ACT, self.mesh)
         if cache is None:
-            return self.norm(self._uncached_layers(h, positions, valid, segments))
+            with flat_dots(_platform(self.mesh) == "cpu"):
+                return self.norm(self._uncached_layers(h, positions, valid, segments))
         new_layers = []
-        with f32_dot_outputs():  # inference only (layers.f32_dot_outputs)
+        with f32_dot_outputs(), flat_dots(_platform(self.mesh) == "cpu"):  # inference only (f32_dot_outputs)
             for i, layer in enumerate(self.layers):
                 h, c = layer(h, positions=positions, valid=valid, key_valid=key_valid, cache=cache.layers[i],
                              write_pos=write_pos, valid_len=valid_len_B, runtime=self.runtime, mesh=self.mesh)
@@ -312,7 +313,8 @@ class Qwen3_5(nnx.Module):
         """fp32 logits of hidden states."""
         w = (self.embed_tokens[...].T if self.config.tie_word_embeddings else self.lm_head[...])
         h = h_BxTxD.astype(self.dtype)
-        out = jnp.dot(h.reshape(-1, h.shape[-1]), w.astype(self.dtype), preferred_element_type=jnp.float32)
+        flat = h.reshape(-1, h.shape[-1]) if _platform(self.mesh) == "cpu" else h  # layers.flat_dots
+        out = jnp.dot(flat, w.astype(self.dtype), preferred_element_type=jnp.float32)
         return constrain(out.reshape(*h.shape[:-1], w.shape[-1]), ("batch", "length", "act_vocab"), self.mesh)
 
     def __call__(self, tokens_BxT, *, mask_BxT=None, positions_BxT=None, cache: Cache | None = None,
