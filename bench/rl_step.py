@@ -51,7 +51,7 @@ flags.DEFINE_float("judge_latency_s", 0.5, "Latency of every call to the scripte
 flags.DEFINE_multi_string("override", [], "A config override key=value, repeatable; the value is JSON for non-string "
                           "fields (e.g. --override=rollout.row_buckets=[8,32] --override=train.logits=policy).")
 flags.DEFINE_bool("smoke", False, "Seconds, not minutes: 10 SFT steps, 1 timed step per variant of 2 tasks x 2 "
-                  "episodes, no precompile, 8-token decode probes, in WORKDIR/smoke (the cached "
+                  "episodes, no precompile or sampler warm-up, 8-token decode probes, in WORKDIR/smoke (the cached "
                   "policy is untouched). Checks that the bench runs; its times mean nothing.")
 
 DECODE_TOKENS = 64  # tokens per request of the decode-overhead probe (--smoke: 8)
@@ -63,7 +63,7 @@ def smoke_flags() -> None:
     FLAGS.sft_steps, FLAGS.warmup, FLAGS.steps, DECODE_TOKENS = 10, 0, 1, 8
     FLAGS.judge_latency_s = 0.0
     FLAGS.override = list(FLAGS.override) + [
-        "rollout.groups_per_step=2", "rollout.group_size=2", "train.precompile=false"]
+        "rollout.groups_per_step=2", "rollout.group_size=2", "train.precompile=false", "rollout.warmup=false"]
 
 
 def demo_config():

@@ -26,6 +26,7 @@ def small_demo():
     c.env.kwargs.num_objects = 0
     c.env.kwargs.num_decoys = 1
     c.tokenizer.corpus_seeds = 20
+    c.rollout.warmup = False  # the shapes a test meets compile when met (all 24 at start: ~1 min per trainer)
     return c
 
 
