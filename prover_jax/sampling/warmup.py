@@ -4,8 +4,8 @@
 
 Every shape the driver can meet: prefill for each (rows, length) bucket (rows: the engine's
 row_buckets; lengths `engine_types.all_lengths`: its length_buckets, else the powers of two >=
-min_bucket capped at max_prefill_length), the row stacking of extensions, insert for each row bucket of samples, extract, deactivate (a cancelled sample), and
-the decode call with `stop_table`.
+min_bucket capped at max_prefill_length), the row stacking of extensions, insert for each row bucket
+of samples, extract, deactivate (a cancelled sample), and the decode call with `stop_table`.
 """
 
 from __future__ import annotations

@@ -73,7 +73,8 @@ def resolve_runtime(platform: str, *, scan_layers=False, remat="none", attention
     attention, delta-rule chunk 64 with bf16 matmul inputs; GPU: cuDNN attention through
     jax.nn.dot_product_attention, chunk 64, bf16 matmul inputs; CPU: blocked (the dense math over causal
     query blocks), chunk 16, fp32). attention="dpa" is jax.nn.dot_product_attention on any backend:
-    "cudnn" on a GPU with cuDNN, else "xla". `cudnn`: whether cuDNN is there (None: ask the running backend, only when platform is gpu)."""
+    "cudnn" on a GPU with cuDNN, else "xla". `cudnn`: whether cuDNN is there (None: ask the running
+    backend, only when platform is gpu)."""
     from prover_jax.models.qwen3_5.delta_rule import backend_defaults
     gdn = backend_defaults(platform)
     gpu = platform.lower() in ("gpu", "cuda", "rocm")
