@@ -65,6 +65,12 @@ def flat_dots(on: bool = True):
         _FLAT_DOTS.reset(token)
 
 
+def dot_rows(x: Array, w: Array, flat: bool, **kw) -> Array:
+    """x [..., in] @ w [in, out] -> [..., out]; flat: as one 2-D [rows, in] dot (`flat_dots`)."""
+    y = jnp.dot(x.reshape(-1, x.shape[-1]) if flat else x, w, **kw)
+    return y.reshape(*x.shape[:-1], w.shape[-1])
+
+
 class Linear(nnx.Module):
     """y = x @ kernel (no bias); kernel [in, out]."""
 
@@ -74,12 +80,9 @@ class Linear(nnx.Module):
 
     def __call__(self, x: Array) -> Array:
         x, w = x.astype(self.dtype), self.kernel[...].astype(self.dtype)
-        x2 = x.reshape(-1, x.shape[-1]) if _FLAT_DOTS.get() else x
         if _F32_DOT_OUTPUTS.get() and jnp.dtype(self.dtype) != jnp.float32:
-            y = jnp.dot(x2, w, preferred_element_type=jnp.float32).astype(self.dtype)
-        else:
-            y = jnp.dot(x2, w)
-        return y.reshape(*x.shape[:-1], w.shape[-1])
+            return dot_rows(x, w, _FLAT_DOTS.get(), preferred_element_type=jnp.float32).astype(self.dtype)
+        return dot_rows(x, w, _FLAT_DOTS.get())
 
 
 class RMSNorm(nnx.Module):

@@ -41,7 +41,8 @@ from prover_jax.models.qwen3_5 import packing
 from prover_jax.models.qwen3_5.config import FULL, Qwen3_5Config
 from prover_jax.models.qwen3_5.delta_rule import GDN_CHUNK
 from prover_jax.models.qwen3_5.layers import (MLP, Attention, GatedDeltaNet, GDNCache, KVCache, RMSNorm,
-                                              _normal, _param, _platform, f32_dot_outputs, flat_dots)
+                                              _normal, _param, _platform, dot_rows, f32_dot_outputs,
+                                              flat_dots)
 from prover_jax.sharding import constrain
 
 ACT = ("batch", "length", "act_embed")
@@ -313,10 +314,9 @@ class Qwen3_5(nnx.Module):
     def logits(self, h_BxTxD):
         """fp32 logits of hidden states."""
         w = (self.embed_tokens[...].T if self.config.tie_word_embeddings else self.lm_head[...])
-        h = h_BxTxD.astype(self.dtype)
-        flat = h.reshape(-1, h.shape[-1]) if _platform(self.mesh) == "cpu" else h  # layers.flat_dots
-        out = jnp.dot(flat, w.astype(self.dtype), preferred_element_type=jnp.float32)
-        return constrain(out.reshape(*h.shape[:-1], w.shape[-1]), ("batch", "length", "act_vocab"), self.mesh)
+        out = dot_rows(h_BxTxD.astype(self.dtype), w.astype(self.dtype), _platform(self.mesh) == "cpu",
+                       preferred_element_type=jnp.float32)  # flat on CPU, as layers.flat_dots
+        return constrain(out, ("batch", "length", "act_vocab"), self.mesh)
 
     def __call__(self, tokens_BxT, *, mask_BxT=None, positions_BxT=None, cache: Cache | None = None,
                  valid_len_B=None, segment_ids_BxT=None):
