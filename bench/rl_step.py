@@ -14,14 +14,15 @@ per round, --warmup untimed rounds (compiles, caches) then --steps timed ones:
     prover_openai  credit prover, the openai judge against a scripted OpenAI-compatible endpoint on
                    localhost that answers every call after --judge_latency_s (cache off)
     *_packed       (e.g. grpo_packed) the same, updating on packed rows with policy-token logits
+    *_nospec       (prover_nospec) the same without speculative judging (credit.prover.speculate off)
 Then the driver's host overhead per decode step: the wall time of 32 requests of 64 tokens through
 the driver (fixed length, no stop), less the time of their one batched prefill alone, per decode
 step, minus the time of the jitted generate step alone (chained steps, one block at the end), all
 at the demo's 32 slots; at the config's decode steps per call and at 4 (the `_4` keys).
 
-Prints a table and, last, one JSON line: grpo_step_s, prover_step_s (contrastive), prover_over_grpo,
-prover_openai_step_s, prover_openai_over_grpo, eligible_frac (groups in the band, timed ProVer
-steps), rollout_tokens_per_s (policy tokens over rollout time, grpo steps), decode_host_overhead_ms,
+Prints a table and, last, one JSON line: grpo_step_s; prover_step_s (contrastive) and prover_over_grpo,
+the same for prover_nospec and prover_openai; eligible_frac (groups in the band, timed ProVer steps),
+rollout_tokens_per_s (policy tokens over rollout time, grpo steps), decode_host_overhead_ms,
 decode_step_ms, plus per variant the mean, min and max step time and the mean of every time/* entry.
 """
 
@@ -153,6 +154,9 @@ def variant_config(name: str, base_url: str):
     c = demo_config()
     c.sft.steps = FLAGS.sft_steps
     c.train.steps = 10 ** 6
+    if name.endswith("_nospec"):
+        name = name[:-len("_nospec")]
+        c.credit.prover.speculate = False
     if name.endswith("_packed"):
         name = name[:-len("_packed")]
         c.train.max_tokens_per_row = c.rollout.max_target_length
@@ -170,8 +174,8 @@ def variant_config(name: str, base_url: str):
         c.judge.openai.api_key_env = ""
         c.judge.openai.timeout_s = 30.0
     else:
-        raise ValueError(f"unknown variant {name!r}; choose from grpo, prover, prover_openai (each with an "
-                         "optional _packed suffix)")
+        raise ValueError(f"unknown variant {name!r}; choose from grpo, prover, prover_openai (each with "
+                         "optional _packed and _nospec suffixes, in that order)")
     return c
 
 
@@ -314,7 +318,7 @@ def main(argv):
               f"{r.get('time/update_s', 0):8.2f}")
     out = {"load_before": os.getloadavg()[0]}
     g = results.get("grpo")
-    for name in ("prover", "prover_openai"):
+    for name in ("prover", "prover_nospec", "prover_openai"):
         if name in results:
             out[f"{name}_step_s"] = results[name]["step_s"]
             if g:

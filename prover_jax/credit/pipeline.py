@@ -10,6 +10,14 @@ continuations join the same Play, in free envs of the verification pool (queued 
 free), while other episodes and judges still run. The step's credit is complete when the last
 continuation ends. Other credit methods run the rollouts, then `assign`.
 
+With `speculate` and a judge that answers on this host (`Judge.local`: contrastive, random), a group
+that is still playing is judged again each time one of its episodes ends once it has a success, its
+unfinished episodes counted as failures so far; the continuations of that proposal start at once. When
+the group has ended and its real judgment is in, continuations from a boundary it shares are kept, the
+others cancelled and the missing ones started (`Play.cancel_continuations` gives their seeds back), so
+the advantages are those of the unspeculated step. Failed episodes play to the turn limit, so without
+it a group's continuations could only start as the rollout ends.
+
 A judge that raises is a dropped proposal (the judge's own rule). One that has not answered
 `judge_timeout_s` after its group ended is dropped as `timeout` and its thread abandoned (it no
 longer counts against `judge_workers`), so no group waits on another's judge and training goes on.
@@ -21,11 +29,13 @@ Times in the metrics (seconds):
     time/credit_wait_s  the last training episode ended -> credit complete (critical path)
     time/judge_s        sum over judge calls of their duration (busy; calls overlap)
     time/verify_s       wall time with at least one continuation running (busy; overlaps rollouts)
+    prover/cancelled_continuations  speculative continuations stopped (or never started) as wrong
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import queue
 import threading
 import time
@@ -43,13 +53,14 @@ TIMEOUT_REASON = "timeout"
 
 class StepPipeline:
     def __init__(self, rollout: Rollout, pool: EnvPool, credit: CreditMethod, verify_pool: EnvPool | None = None,
-                 judge_timeout_s: float = 300.0, judge_workers: int = 16):
+                 judge_timeout_s: float = 300.0, judge_workers: int = 16, speculate: bool = False):
         if judge_timeout_s <= 0 or judge_workers < 1:
             raise ValueError(f"judge.timeout_s must be > 0 and judge.max_concurrency >= 1, got "
                              f"{judge_timeout_s} and {judge_workers}")
         self.rollout, self.pool, self.credit, self.verify_pool = rollout, pool, credit, verify_pool
         self.judge_timeout_s, self.judge_workers = float(judge_timeout_s), int(judge_workers)
         self.verifies = verify_pool is not None and hasattr(credit, "judge_group")
+        self.speculate = bool(speculate) and self.verifies and getattr(credit.judge, "local", False)
         if self.verifies and credit.config.prover.k > verify_pool.num_envs:
             raise ValueError(f"K={credit.config.prover.k} continuations exceed the verification pool "
                              f"({verify_pool.num_envs} envs)")
@@ -68,6 +79,17 @@ class StepPipeline:
         return _Step(self, seeds, uids, group_size).run()
 
 
+@dataclasses.dataclass
+class _Boundary:
+    """K continuations of `traj` from the start of `turn`: queued (children None), then playing in
+    `envs` (the envs of those not yet ended)."""
+    traj: Trajectory
+    turn: int
+    k: int
+    children: list[Trajectory] | None = None
+    envs: list[int] = dataclasses.field(default_factory=list)
+
+
 class _Step:
     """The state of one pipelined step (see the module docstring)."""
 
@@ -80,10 +102,12 @@ class _Step:
         self.waiting: collections.deque[int] = collections.deque()  # groups to judge, no worker yet
         self.running: dict[int, tuple[float, float]] = {}  # group -> (deadline, call start)
         self.judged: dict[int, tuple[int, Any, str]] = {}
-        self.starts: collections.deque = collections.deque()  # (g, which, traj, turn, k) without envs
+        self.bounds: dict[tuple[int, int], _Boundary] = {}  # (uid, turn) -> its continuations
+        self.queue: collections.deque[tuple[int, int]] = collections.deque()  # boundaries waiting for envs
+        self.want: dict[int, list[tuple[int, int]]] = {}  # group -> the boundaries of its proposal
+        self.speculative: set[int] = set()  # playing groups to judge again
         self.free_envs = list(range(pipe.verify_pool.num_envs))
-        self.runs: dict[int, list[list]] = {}
-        self.live_continuations = 0
+        self.live_continuations = self.cancelled = 0
         self.verify_since: float | None = None
         self.verify_s = self.judge_s = 0.0
         self.seeds, self.uids = seeds, uids
@@ -101,17 +125,21 @@ class _Step:
             if self.play.busy:
                 self.play.advance()
             self._collect(block=not self.play.busy)
+            self._speculate()
             self._launch_judges()
             self._launch_continuations()
-            if not (self.play.busy or self.running or self.waiting or self.waiting_groups or self.starts):
+            if not (self.play.busy or self.running or self.waiting or self.waiting_groups or self.queue):
                 break
         end = time.perf_counter()
         last = self.last_episode if self.last_episode is not None else end
         times = {"time/rollout_s": last - t0, "time/credit_wait_s": end - last, "time/judge_s": self.judge_s,
-                 "time/verify_s": self.verify_s}
+                 "time/verify_s": self.verify_s, "prover/cancelled_continuations": self.cancelled}
         groups = split_groups(self.trajs, self.G)
-        verified = {g: (runs[0], runs[1]) for g, runs in self.runs.items()}
+        verified = {g: tuple(self.bounds[key].children for key in keys) for g, keys in self.want.items()}
         return self.trajs, credit.combine(groups, self.judged, verified, times)
+
+    def _group(self, g: int) -> list[Trajectory]:
+        return self.trajs[g * self.G:(g + 1) * self.G]
 
     def _rollouts_done(self) -> bool:
         return sum(self.ended.values()) == len(self.seeds)
@@ -124,15 +152,28 @@ class _Step:
             self.last_episode = time.perf_counter()
         if self.ended[g] == self.G:
             self.waiting_groups.append(g)
+            self.speculative.discard(g)
+        elif self.pipe.speculate and any(t.success for t in self._group(g)):
+            self.speculative.add(g)
+
+    def _speculate(self) -> None:
+        """Groups still playing, judged on what they played so far (unfinished = failed so far)."""
+        for g in sorted(self.speculative):
+            group = self._group(g)
+            out = self.credit.judge_group(group) if self.credit.is_eligible(group) else None
+            self._want(g, out)
+        self.speculative.clear()
 
     def _launch_judges(self) -> None:
         while self.waiting_groups:  # groups that ended: eligible ones wait for a judge
             g = self.waiting_groups.popleft()
-            if self.credit.is_eligible(self.trajs[g * self.G:(g + 1) * self.G]):
+            if self.credit.is_eligible(self._group(g)):
                 self.waiting.append(g)
+            else:
+                self._want(g, None)
         while self.waiting and len(self.running) < self.pipe.judge_workers:
             g = self.waiting.popleft()
-            group = self.trajs[g * self.G:(g + 1) * self.G]
+            group = self._group(g)
             now = time.perf_counter()
             self.running[g] = (now + self.pipe.judge_timeout_s, now)
 
@@ -163,43 +204,67 @@ class _Step:
             self.judge_s += t_end - started
             if isinstance(out, BaseException):
                 raise out
-            self._judged(g, out)
+            self.judged[g] = out
+            self._want(g, out)
         now = time.perf_counter()
         for g, (deadline, started) in list(self.running.items()):
             if now >= deadline:
                 del self.running[g]
                 self.judge_s += now - started
-                group = self.trajs[g * self.G:(g + 1) * self.G]
-                i = shortest_success(group)
+                i = shortest_success(self._group(g))
                 self.judged[g] = (i, Proposal(None, TIMEOUT_REASON, rationale=(
                     f"no answer within judge.timeout_s={self.pipe.judge_timeout_s:g} s")), TIMEOUT_REASON)
+                self._want(g, None)
 
-    def _judged(self, g: int, out: tuple[int, Any, str]) -> None:
-        self.judged[g] = out
-        i, prop, reason = out
-        if reason != "ok":
+    # Continuations.
+    def _want(self, g: int, judged: tuple[int, Any, str] | None) -> None:
+        """Group g's continuations become those of `judged`'s proposal (none unless it is valid):
+        boundaries it shares with the previous proposal are kept, the others cancelled or queued."""
+        starts = []
+        if judged is not None and judged[2] == "ok":
+            starts = self.credit.starts(self._group(g)[judged[0]], judged[1].segment)
+        keys = [(t.uid, turn) for t, turn, _ in starts]
+        for key in self.want.pop(g, []):
+            if key not in keys:
+                self._drop(key)
+        for (t, turn, k), key in zip(starts, keys):
+            if key not in self.bounds:
+                self.bounds[key] = _Boundary(t, turn, k)
+                self.queue.append(key)
+        if keys:
+            self.want[g] = keys
+
+    def _drop(self, key: tuple[int, int]) -> None:
+        b = self.bounds.pop(key)
+        if b.children is None:
+            self.queue.remove(key)
             return
-        traj = self.trajs[g * self.G + i]
-        self.runs[g] = [None, None]
-        for which, (t, turn, k) in enumerate(self.credit.starts(traj, prop.segment)):
-            self.starts.append((g, which, t, turn, k))
+        self.cancelled += b.k
+        self._playing(-self.play.cancel_continuations(b.children))
+        self.free_envs += b.envs
+        b.envs = []
+
+    def _playing(self, n: int) -> None:
+        """Continuations playing += n; `time/verify_s` counts the time any was."""
+        if n > 0 and self.live_continuations == 0:
+            self.verify_since = time.perf_counter()
+        self.live_continuations += n
+        if n < 0 and self.live_continuations == 0:
+            self.verify_s += time.perf_counter() - self.verify_since
 
     def _launch_continuations(self) -> None:
         pool = self.pipe.verify_pool
-        while self.starts and len(self.free_envs) >= self.starts[0][4]:
-            g, which, traj, turn, k = self.starts.popleft()
-            envs, self.free_envs = self.free_envs[:k], self.free_envs[k:]
+        while self.queue and len(self.free_envs) >= self.bounds[self.queue[0]].k:
+            b = self.bounds[self.queue.popleft()]
+            b.envs, self.free_envs = self.free_envs[:b.k], self.free_envs[b.k:]
 
-            def ended(child: Trajectory, env: int):
+            def ended(child: Trajectory, env: int, b=b):
+                b.envs.remove(env)
                 self.free_envs.append(env)
-                self.live_continuations -= 1
-                if self.live_continuations == 0:
-                    self.verify_s += time.perf_counter() - self.verify_since
+                self._playing(-1)
 
-            if self.live_continuations == 0:
-                self.verify_since = time.perf_counter()
-            self.live_continuations += k
-            self.runs[g][which] = self.play.add_continuations(pool, traj, turn, k, envs, ended)
+            self._playing(b.k)
+            b.children = self.play.add_continuations(pool, b.traj, b.turn, b.k, list(b.envs), ended)
 
 
 def split_groups(trajs: Sequence[Trajectory], G: int) -> list[list[Trajectory]]:

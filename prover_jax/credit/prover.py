@@ -30,7 +30,7 @@ from prover_jax.rollout.trajectory import Trajectory
 VARIANTS = ("positive", "signed", "threshold")
 METRICS = ("prover/eligible_groups", "prover/proposals", "prover/valid_proposals", "prover/accepted",
            "prover/acceptance_rate", "prover/segment_len", "prover/delta_mean", "prover/extra_token_frac",
-           "prover/verify_policy_tokens", "judge/calls", "judge/cost_usd", "judge/input_tokens",
+           "prover/verify_policy_tokens", "prover/cancelled_continuations", "judge/calls", "judge/cost_usd", "judge/input_tokens",
            "judge/output_tokens")
 
 
@@ -145,7 +145,8 @@ class ProVer(CreditMethod):
         runs = self.verifier.run(starts) if starts else []
         verified = {g: (runs[2 * n], runs[2 * n + 1]) for n, (g, _, _) in enumerate(valid)}
         return self.combine(groups, judged, verified, {"time/judge_s": judge_s,
-                                                       "time/verify_s": time.perf_counter() - t0})
+                                                       "time/verify_s": time.perf_counter() - t0,
+                                                       "prover/cancelled_continuations": 0})
 
     def combine(self, groups: Sequence[Sequence[Trajectory]], judged: dict[int, tuple[int, Any, str]],
                 verified: dict[int, tuple[Sequence[Any], Sequence[Any]]], times: dict[str, float]) -> CreditOutput:

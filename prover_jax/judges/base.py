@@ -221,6 +221,7 @@ class Judge(abc.ABC):
     """Base class of judges (see module docstring)."""
 
     name: str = "judge"
+    local: bool = False  # answers on this host at no cost: a step may ask again as a group plays (speculate)
 
     @classmethod
     def from_config(cls, section: Any, workdir: str | None = None, **kwargs) -> "Judge":

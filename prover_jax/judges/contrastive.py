@@ -104,6 +104,8 @@ def _lcp(a: Sequence, b: Sequence) -> int:
 class ContrastiveJudge(Judge):
     """See the module docstring. ignore_fields: dataclass snapshot fields left out of state equality."""
 
+    local = True
+
     def __init__(self, ignore_fields: Sequence[str] = IGNORED_FIELDS):
         self.ignore_fields = tuple(ignore_fields)
 

@@ -14,6 +14,7 @@ from prover_jax.judges.base import NO_CANDIDATE, Judge, Proposal, register, vali
 
 @register("random")
 class RandomJudge(Judge):
+    local = True
 
     def _propose(self, success, failures, *, max_segment_turns: int, rng: np.random.Generator) -> Proposal:
         candidates = valid_segments(success, max_segment_turns)

@@ -226,7 +226,8 @@ class Play:
             play.advance()             # one driver step, then one batched env step per pool
 
 `Rollout.run` and `continue_many` are one `add` + `run`; an RL step that verifies while it rolls
-out calls `advance` itself and adds continuations from the callbacks.
+out calls `advance` itself, adds continuations from the callbacks and may stop a boundary's batch
+again (`cancel_continuations`).
 """
 
     def __init__(self, rollout: Rollout, expert: bool = False):
@@ -282,6 +283,31 @@ out calls `advance` itself and adds continuations from the callbacks.
         pool.restore_some({env: traj.snapshots[turn] for env in envs})
         self.add(pool, [(history, group)], on_end)
         return [e.traj for e in group]
+
+    def cancel_continuations(self, children: Sequence[Trajectory]) -> int:
+        """Stops `children`, the whole batch of the latest `add_continuations` from one boundary: their
+        samples stop decoding, their on_end never runs (their envs are the caller's again), and the
+        boundary's count goes back, so continuations started there later are the ones these would
+        have been (the same uids and sampling seeds). Returns how many were still playing."""
+        parents = {c.parent for c in children}
+        if len(parents) != 1 or None in parents:
+            raise ValueError("cancel_continuations: the children of one boundary, all of them")
+        (uid, turn), k = parents.pop(), len(children)
+        started = self.rollout._continued.get((uid, turn), 0)
+        if started < k or mix_seed(uid, turn, started - 1, 1) != children[-1].uid:
+            raise ValueError(f"cancel_continuations: not the latest {k} continuations of ({uid}, {turn})")
+        ids, playing = {id(c) for c in children}, 0
+        for ticket, eps in list(self.live.items()):
+            mine = [e for e in eps if e is not None and id(e.traj) in ids]
+            if not mine:
+                continue
+            if len(mine) != sum(e is not None for e in eps):
+                raise ValueError("cancel_continuations: a request shared with other episodes")
+            self.rollout.driver.cancel(ticket)
+            del self.live[ticket]
+            playing += len(mine)
+        self.rollout._continued[(uid, turn)] = started - k
+        return playing
 
     def run(self) -> None:
         while self.busy:

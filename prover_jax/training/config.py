@@ -210,6 +210,8 @@ def default_config() -> ml_collections.ConfigDict:
     c.credit.prover.max_segment_turns = 4  # longest segment (turns) a judge may propose
     c.credit.prover.band_low = 0.0  # eligible groups: band_low < success rate < band_high
     c.credit.prover.band_high = 0.5  # upper end of the band (see band_low)
+    c.credit.prover.speculate = True  # with a local judge (contrastive, random) and credit.overlap: start a
+    # playing group's continuations from its proposal so far, cancelled if the final one differs (same result)
     c.credit.prover.variant = "positive"  # positive (paper) | signed | threshold
     c.credit.prover.threshold = 0.0  # for variant=threshold: credit only when delta > threshold
     # budget_grpo: eligible groups (the prover band) get fresh episodes of their task, trained on, until

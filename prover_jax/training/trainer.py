@@ -133,7 +133,8 @@ class Trainer:
                                   **{k: v for k, v in deps.items() if v is not None})
         self.pipeline = StepPipeline(self.rollout, self.pool, self.credit,
                                      verify_pool=self.verify_pool if c.credit.overlap else None,
-                                     judge_timeout_s=c.judge.timeout_s, judge_workers=c.judge.max_concurrency)
+                                     judge_timeout_s=c.judge.timeout_s, judge_workers=c.judge.max_concurrency,
+                                     speculate=c.credit.prover.speculate)
 
         # tasks: train seeds in a shuffled order, groups_per_step per step (resumable iterator);
         # evaluation plays eval-split tasks (negative seeds, see envs.base), never a train task.

@@ -56,28 +56,86 @@ def rollout(engine, tok):
     return Rollout(Driver(engine), tok, cfg)
 
 
-def step(setup, judge, overlap, timeout=300.0):
+def step(setup, judge, overlap, timeout=300.0, speculate=False, starts=None):
+    """One step; `starts` (a list) gets, per continuation batch started, whether its group had ended."""
     engine, tok, pool, vpool = setup
     ro = rollout(engine, tok)
     credit = make_credit("prover", credit_config(), judge=judge, verifier=RolloutVerifier(ro, vpool), seed=0)
-    pipe = StepPipeline(ro, pool, credit, verify_pool=vpool if overlap else None, judge_timeout_s=timeout)
+    pipe = StepPipeline(ro, pool, credit, verify_pool=vpool if overlap else None, judge_timeout_s=timeout,
+                        speculate=speculate)
+    if starts is not None:
+        play = ro.play
+
+        def spy(*args, **kwargs):
+            p = play(*args, **kwargs)
+            add = p.add_continuations
+
+            def add_continuations(pool, traj, turn, k, envs, on_end=None):
+                g = UIDS.index(traj.uid) // G
+                starts.append(all(t.finished for t in trajs_of[0][g * G:(g + 1) * G]))
+                return add(pool, traj, turn, k, envs, on_end)
+
+            p.add_continuations = add_continuations
+            return p
+
+        trajs_of = []
+        start = ro.start
+        ro.play = spy
+        ro.start = lambda *a, **k: trajs_of.append(start(*a, **k)) or trajs_of[0]
     t0 = time.perf_counter()
     trajs, out = pipe.run(SEEDS, UIDS, G)
     return trajs, out, time.perf_counter() - t0
 
 
-def test_pipelined_equals_serial(setup):
-    s_trajs, serial, _ = step(setup, RandomJudge(), overlap=False)
-    p_trajs, piped, _ = step(setup, RandomJudge(), overlap=True)
+def same_step(serial, s_trajs, piped, p_trajs):
     assert [t.tokens for t in s_trajs] == [t.tokens for t in p_trajs]
-    m = serial.metrics
-    assert m["prover/valid_proposals"] >= 1 and m["prover/verify_policy_tokens"] > 0
     for a, b in zip(serial.advantages, piped.advantages):
         for x, y in zip(a, b):
             np.testing.assert_array_equal(x, y)
-    same = {k: v for k, v in m.items() if not k.startswith("time/")}
-    assert same == {k: v for k, v in piped.metrics.items() if not k.startswith("time/")}
+    drop = ("time/", "prover/cancelled_continuations")
+    assert ({k: v for k, v in serial.metrics.items() if not k.startswith(drop)}
+            == {k: v for k, v in piped.metrics.items() if not k.startswith(drop)})
+
+
+def test_pipelined_equals_serial(setup):
+    s_trajs, serial, _ = step(setup, RandomJudge(), overlap=False)
+    p_trajs, piped, _ = step(setup, RandomJudge(), overlap=True)
+    m = serial.metrics
+    assert m["prover/valid_proposals"] >= 1 and m["prover/verify_policy_tokens"] > 0
+    same_step(serial, s_trajs, piped, p_trajs)
     assert {"time/rollout_s", "time/credit_wait_s", "time/judge_s", "time/verify_s"} <= set(piped.metrics)
+
+
+class Fickle(RandomJudge):
+    """A local judge that changes its mind while a group plays: RandomJudge's segment (l, r) when an
+    even number of failures is still playing (none: the final answer), else (l, l) (the same first
+    boundary, another second one) or no proposal. As episodes end its proposals go back and forth,
+    so continuations are kept, cancelled and started again from boundaries cancelled before."""
+
+    def _propose(self, success, failures, *, max_segment_turns, rng):
+        prop = super()._propose(success, failures, max_segment_turns=max_segment_turns, rng=rng)
+        if prop.segment is not None and sum(f.termination is None for f in failures) % 2:
+            l, r = prop.segment
+            return Proposal((l, l), "ok") if r > l else Proposal(None, "no_proposal")
+        return prop
+
+
+@pytest.mark.parametrize("judge", [RandomJudge, Fickle])
+def test_speculation_starts_continuations_early_and_changes_nothing(setup, judge):
+    """Speculative judging (a local judge asked again as a group's episodes end) equals the serial
+    step to the bit, whether its early proposals turn out right (random: its segment ignores the
+    failures) or wrong (fickle: cancelled continuations, their seeds given back)."""
+    s_trajs, serial, _ = step(setup, judge(), overlap=False)
+    starts = []
+    p_trajs, piped, _ = step(setup, judge(), overlap=True, speculate=True, starts=starts)
+    same_step(serial, s_trajs, piped, p_trajs)
+    assert serial.metrics["prover/valid_proposals"] >= 1
+    assert not all(starts)  # some continuations started while their group still played
+    if judge is Fickle:
+        assert piped.metrics["prover/cancelled_continuations"] > 0
+    plain = []
+    step(setup, judge(), overlap=True, starts=plain)
+    assert all(plain)  # without speculation, only once the group has ended
 
 
 class Unreliable(Judge):
@@ -133,3 +191,27 @@ def test_baselines_sample_through_the_rollout_verifier(setup, method):
         assert all(len(a) == len(t.tokens) for g, adv in zip(out.groups, out.advantages) for t, a in zip(g, adv))
     else:
         assert out.metrics["spo/cuts"] >= 1 and out.metrics["spo/eligible_groups"] >= 1
+
+
+def test_cancelled_continuations_start_again_as_they_would_have(setup):
+    """Play.cancel_continuations stops a boundary's batch mid-play and gives its seeds back: started
+    again, the continuations are those a fresh rollout plays from that boundary."""
+    engine, tok, pool, vpool = setup
+    parent = max(rollout(engine, tok).run(pool, SEEDS[:G], uids=UIDS[:G]), key=lambda t: t.num_turns)
+    assert parent.num_turns >= 2
+    reference = rollout(engine, tok).continue_from(parent, 1, K, vpool)
+    play = rollout(engine, tok).play()
+    first = play.add_continuations(vpool, parent, 1, K, list(range(K)))
+    play.advance()
+    with pytest.raises(ValueError, match="children of one boundary"):
+        play.cancel_continuations(first[:1] + [parent])
+    assert play.cancel_continuations(first) == sum(not c.finished for c in first) > 0
+    assert not play.busy
+    again = play.add_continuations(vpool, parent, 1, K, list(range(K)))
+    later = play.add_continuations(vpool, parent, 1, K, list(range(K, 2 * K)))
+    with pytest.raises(ValueError, match="not the latest"):
+        play.cancel_continuations(again)
+    play.run()
+    assert [c.uid for c in again] == [c.uid for c in reference]
+    assert [c.tokens for c in again] == [c.tokens for c in reference]
+    assert [c.uid for c in later] != [c.uid for c in reference]
