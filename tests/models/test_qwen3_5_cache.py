@@ -150,3 +150,42 @@ def test_bf16_cached_mode_asks_dots_for_fp32_and_rounds_once():
     cache = qwen3_5.init_cache(CFG, 2, 32, dtype=jnp.bfloat16)
     logits, _ = model(tokens, cache=cache)
     assert float(np.abs(np.asarray(logits) - full).max()) < 0.05
+
+
+def test_bf16_cache_writes_as_bits_on_cpu_are_the_scatter():
+    """On CPU a 16-bit cache is written as its uint16 bit pattern (XLA:CPU would convert the whole cache
+    to fp32 and back around a bf16 scatter): the same cache, bit for bit; fp32 caches are untouched."""
+    from prover_jax.models.qwen3_5.layers import _write_at
+
+    cache = jax.random.normal(jax.random.PRNGKey(0), (3, 16, 2, 8), jnp.bfloat16)
+    new = jax.random.normal(jax.random.PRNGKey(1), (3, 2, 2, 8), jnp.bfloat16)
+    pos = jnp.asarray([0, 7, 14])
+    plain, bits = _write_at(cache, new, pos, bits=False), _write_at(cache, new, pos, bits=True)
+    assert bits.dtype == jnp.bfloat16
+    np.testing.assert_array_equal(np.asarray(bits).view(np.uint16), np.asarray(plain).view(np.uint16))
+    np.testing.assert_array_equal(np.asarray(plain[1, 7:9], np.float32), np.asarray(new[1], np.float32))
+    assert "bitcast_convert_type" in str(jax.make_jaxpr(lambda c: _write_at(c, new, pos, bits=True))(cache))
+    f32 = cache.astype(jnp.float32)
+    assert "bitcast_convert_type" not in str(jax.make_jaxpr(
+        lambda c: _write_at(c, new.astype(jnp.float32), pos, bits=True))(f32))
+
+
+def test_bf16_tied_logits_on_cpu_contract_the_embedding_in_place():
+    """A bf16 tied vocabulary projection on CPU is one dot_general over the embedding's last axis with
+    fp32 accumulation (no transposed or fp32 copy of the table): the exact product of the bf16 values
+    up to fp32 summation order, with the gradient of the E^T form."""
+    cfg = tiny_config((L, A), vocab_size=80, hidden_size=48, intermediate_size=64, head_dim=16,
+                      tie_word_embeddings=True)
+    model = qwen3_5.Qwen3_5(cfg, rngs=nnx.Rngs(0), dtype=jnp.bfloat16, param_dtype=jnp.bfloat16)
+    h = jax.random.normal(jax.random.PRNGKey(3), (2, 5, 48), jnp.bfloat16)
+    E = model.embed_tokens[...]
+    jaxpr = str(jax.make_jaxpr(model.logits)(h))
+    assert "transpose" not in jaxpr and "preferred_element_type=float32" in jaxpr
+    out = model.logits(h)
+    assert out.dtype == jnp.float32 and out.shape == (2, 5, 80)
+    exact = np.asarray(h, np.float32) @ np.asarray(E, np.float32).T
+    np.testing.assert_allclose(np.asarray(out), exact, rtol=1e-5, atol=1e-5)
+    g_new = jax.grad(lambda e: jnp.sum(jnp.sin(jax.lax.dot_general(
+        h, e, (((2,), (1,)), ((), ())), preferred_element_type=jnp.float32))))(E)
+    g_ref = jax.grad(lambda e: jnp.sum(jnp.sin(jnp.dot(h, e.T, preferred_element_type=jnp.float32))))(E)
+    np.testing.assert_allclose(np.asarray(g_new, np.float32), np.asarray(g_ref, np.float32), rtol=2 ** -7, atol=1e-3)

@@ -177,9 +177,9 @@ class Attention(nnx.Module):
         k = rope(self.k_norm(self.k_proj(x_BxTxD).reshape(B, T, Hkv, hd)), positions_BxT, cfg)
         v = self.v_proj(x_BxTxD).reshape(B, T, Hkv, hd)
         if cache is not None:
-            write = jax.vmap(lambda c, new, p: lax.dynamic_update_slice_in_dim(c, new, p, axis=0))
-            k_all = write(cache.k, k.astype(cache.k.dtype), write_pos_B)
-            v_all = write(cache.v, v.astype(cache.v.dtype), write_pos_B)
+            bits = _platform(mesh) == "cpu"
+            k_all = _write_at(cache.k, k.astype(cache.k.dtype), write_pos_B, bits)
+            v_all = _write_at(cache.v, v.astype(cache.v.dtype), write_pos_B, bits)
             cache = KVCache(k_all, v_all)
         else:
             k_all, v_all = k, v
@@ -246,6 +246,18 @@ def _attend(q_BxTxHxd: Array, k_BxSxKxd: Array, v_BxSxKxd: Array, mask_BxTxS: Ar
     return out.reshape(B, T, H * hd)
 
 
+def _write_at(cache_BxSx___: Array, new_BxTx___: Array, pos_B: Array, bits: bool) -> Array:
+    """cache[b, pos_B[b]:pos_B[b] + T] = new[b] (a scatter, in place when the cache is donated). With
+    `bits` (CPU), a 16-bit float cache is scattered as its uint16 bit pattern: XLA:CPU runs a bf16
+    scatter by converting the whole cache to fp32 and back, on every decode step. Not on TPU, where
+    the bit casts are copies of the whole cache."""
+    write = jax.vmap(lambda c, n, p: lax.dynamic_update_slice_in_dim(c, n, p, axis=0))
+    if not bits or jnp.dtype(cache_BxSx___.dtype).itemsize != 2:
+        return write(cache_BxSx___, new_BxTx___, pos_B)
+    as_bits = lambda a: lax.bitcast_convert_type(a, jnp.uint16)  # noqa: E731
+    return lax.bitcast_convert_type(write(as_bits(cache_BxSx___), as_bits(new_BxTx___), pos_B), cache_BxSx___.dtype)
+
+
 def _platform(mesh) -> str:
     return mesh.devices.flat[0].platform if mesh is not None else jax.default_backend()
 
@@ -273,10 +285,10 @@ def _one_query_attention(q_BxHxd: Array, k_BxSxKxd: Array, v_BxSxKxd: Array, mas
     q_bd = jnp.where(own[None, :, :, None], q_BxHxd[:, :, None, :], 0).reshape(B, H, Hkv * hd)
     k = k_BxSxKxd.reshape(B, S, Hkv * hd).astype(dt)
     v = v_BxSxKxd.reshape(B, S, Hkv * hd).astype(dt)
-    logits = jnp.einsum("bsc,bhc->bsh", k, q_bd).astype(jnp.float32) * hd ** -0.5
+    logits = jnp.einsum("bsc,bhc->bsh", k, q_bd, preferred_element_type=jnp.float32) * hd ** -0.5
     logits = jnp.where(mask_BxS[:, None, :], jnp.swapaxes(logits, 1, 2), jnp.finfo(jnp.float32).min)
     probs = jax.nn.softmax(logits, axis=-1).astype(dt)  # [B, H, S]
-    out = jnp.einsum("bhs,bsc->bhc", probs, v).reshape(B, H, Hkv, hd)
+    out = jnp.einsum("bhs,bsc->bhc", probs, v, preferred_element_type=jnp.float32).astype(dt).reshape(B, H, Hkv, hd)
     return jnp.where(own[None, :, :, None], out, 0).sum(axis=2).reshape(B, H * hd)
 
 

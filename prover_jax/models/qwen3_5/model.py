@@ -312,10 +312,16 @@ class Qwen3_5(nnx.Module):
 
     @jax.named_scope("logits")
     def logits(self, h_BxTxD):
-        """fp32 logits of hidden states."""
+        """fp32 logits of hidden states. On CPU a 16-bit tied projection contracts the embedding's own
+        last axis (XLA:CPU runs x @ E^T by converting the whole table to fp32 on every call: 1.1 -> 0.2
+        ms for bench-small's 16 rows at bf16); fp32 and other backends keep the dot with E^T."""
+        cpu, h = _platform(self.mesh) == "cpu", h_BxTxD.astype(self.dtype)
+        if self.config.tie_word_embeddings and cpu and jnp.dtype(self.dtype).itemsize == 2:
+            E = self.embed_tokens[...].astype(self.dtype)
+            out = jax.lax.dot_general(h, E, (((h.ndim - 1,), (1,)), ((), ())), preferred_element_type=jnp.float32)
+            return constrain(out, ("batch", "length", "act_vocab"), self.mesh)
         w = (self.embed_tokens[...].T if self.config.tie_word_embeddings else self.lm_head[...])
-        out = dot_rows(h_BxTxD.astype(self.dtype), w.astype(self.dtype), _platform(self.mesh) == "cpu",
-                       preferred_element_type=jnp.float32)  # flat on CPU, as layers.flat_dots
+        out = dot_rows(h, w.astype(self.dtype), cpu, preferred_element_type=jnp.float32)  # flat on CPU
         return constrain(out, ("batch", "length", "act_vocab"), self.mesh)
 
     def __call__(self, tokens_BxT, *, mask_BxT=None, positions_BxT=None, cache: Cache | None = None,
