@@ -7,6 +7,7 @@
 
 decode:    16 prompts x 64 tokens, 128 new tokens each, greedy: prover_jax Engine + Driver vs
            transformers `generate` (batch 16), tokens/s and ratio; greedy token agreement reported.
+           With --bf16 (default) both stacks again on bf16 weights.
 fork:      K=8 continuations (32 new tokens, temperature 1) of one 512-token prefix: one request with
            num_samples=8 (prefilled once) vs 8 independent requests; reference = one 512-token prefill
            + 8 slots decoding 32 tokens from a short prompt.
@@ -18,6 +19,7 @@ Every timed run follows an identical untimed run (compilation excluded); times a
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import platform
@@ -107,14 +109,17 @@ def case_decode(model, hf, repeats, model_bf16=None):
     if hf is not None:
         ids = torch.as_tensor(prompts)
 
-        def hf_run():
+        def hf_run(m=hf):
             with torch.no_grad():
-                return hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=N,
-                                   min_new_tokens=N, do_sample=False, pad_token_id=0)
+                return m.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=N,
+                                  min_new_tokens=N, do_sample=False, pad_token_id=0)
         hf_s, hf_out = best_time(hf_run, repeats)
         theirs = hf_out[:, T:].numpy()
-        if model_bf16 is not None:
-            row.update(bf16_ratio=hf_s / bf16_s)
+        if model_bf16 is not None:  # and transformers on bf16 weights, the like-for-like peer of our bf16 row
+            hf_bf16 = copy.deepcopy(hf).to(torch.bfloat16)
+            hf_bf16_s, _ = best_time(lambda: hf_run(hf_bf16), repeats)
+            row.update(bf16_ratio=hf_s / bf16_s, transformers_bf16_tok_s=B * N / hf_bf16_s,
+                       transformers_bf16_s=hf_bf16_s, bf16_ratio_vs_transformers_bf16=hf_bf16_s / bf16_s)
         row.update(transformers_tok_s=B * N / hf_s, transformers_s=hf_s, ratio=hf_s / ours_s,
                    greedy_rows_identical=int(sum((a == b).all() for a, b in zip(ours, theirs))),
                    greedy_token_agreement=float((ours == theirs).mean()))

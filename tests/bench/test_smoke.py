@@ -39,6 +39,7 @@ def test_sampler_smoke():
     assert set(by) == {"decode", "fork", "multiturn"}
     assert by["decode"]["prover_jax_tok_s"] > 0 and by["decode"]["ratio"] > 0
     assert by["decode"]["prover_jax_bf16_tok_s"] > 0 and 0 <= by["decode"]["bf16_greedy_token_agreement_with_fp32"] <= 1
+    assert by["decode"]["transformers_bf16_tok_s"] > 0
     assert by["fork"]["speedup"] > 0 and by["multiturn"]["speedup"] > 0
     assert by["multiturn"]["greedy_histories_identical"]  # extension and re-prefill play the same episodes
 
