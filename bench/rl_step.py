@@ -20,10 +20,12 @@ the driver (fixed length, no stop), less the time of their one batched prefill a
 step, minus the time of the jitted generate step alone (chained steps, one block at the end), all
 at the demo's 32 slots; at the config's decode steps per call and at 4 (the `_4` keys).
 
-Prints a table and, last, one JSON line: grpo_step_s; prover_step_s (contrastive) and prover_over_grpo,
-the same for prover_nospec and prover_openai; eligible_frac (groups in the band, timed ProVer steps),
+Prints a table and, last, one JSON line: grpo_step_s; prover_step_s (contrastive) and prover_over_grpo
+(means over the timed steps; _median: of medians), the same for prover_nospec and prover_openai; eligible_frac (groups in the band, timed ProVer steps),
 rollout_tokens_per_s (policy tokens over rollout time, grpo steps), decode_host_overhead_ms,
-decode_step_ms, plus per variant the mean, min and max step time and the mean of every time/* entry.
+decode_step_ms, plus per variant the mean, median, min and max step time, the policy tokens per step,
+the continuations' policy tokens per policy token of the batch (extra_token_frac) and the mean of every
+time/* entry.
 """
 
 from __future__ import annotations
@@ -215,7 +217,10 @@ def time_variants(names, sft_dir: str, root: str, base_url: str) -> dict:
         r, w = rows[name], walls[name]
         G = trainers[name].config.rollout.groups_per_step
         out[name] = {
-            "step_s": float(np.mean(w)), "step_min_s": min(w), "step_max_s": max(w),
+            "step_s": float(np.mean(w)), "step_median_s": float(np.median(w)), "step_min_s": min(w),
+            "step_max_s": max(w),
+            "policy_tokens": float(np.mean([x["policy_tokens"] for x in r])),
+            "extra_token_frac": float(np.mean([x.get("prover/extra_token_frac", 0.0) for x in r])),
             "eligible_frac": float(np.mean([x.get("prover/eligible_groups", 0.0) / G for x in r])),
             "success_rate": float(np.mean([x["success_rate"] for x in r])),
             "rollout_tokens_per_s": float(sum(x["policy_tokens"] for x in r)
@@ -323,6 +328,7 @@ def main(argv):
             out[f"{name}_step_s"] = results[name]["step_s"]
             if g:
                 out[f"{name}_over_grpo"] = results[name]["step_s"] / g["step_s"]
+                out[f"{name}_over_grpo_median"] = results[name]["step_median_s"] / g["step_median_s"]
     if g:
         out["grpo_step_s"] = g["step_s"]
         out["rollout_tokens_per_s"] = g["rollout_tokens_per_s"]
