@@ -3,9 +3,8 @@
 An LLM over any OpenAI-compatible chat endpoint (`judges.client.ChatEndpoint`, as the judge uses it:
 the API key, the HTTP client, retries and backoff, the per-step call budget, the response cache). One
 call per trajectory, no tools, structured output (response_format json_schema, with a plain-JSON parse
-as fallback): the prompt shows privileged information (household: the goal, where the target objects
-and decoys are, the target receptacle; shop: the target product, attributes, options and price bound;
-searchqa: the gold answers and the hop entities; all: the expert's solution from the start), the
+as fallback): the prompt shows privileged information (the env's `Env.privileged_facts` for the task,
+e.g. household: where the target objects and decoys are; then the expert's solution from the start), the
 task, the whole trajectory (every action and observation; observations clipped so that the prompt
 stays under max_chars), and asks for {"labels": [{"turn": t, "label": "good" | "bad"}, ...]}.
 Responses are cached in WORKDIR/critic_cache by the hash of the request (only parseable ones); calls
@@ -23,15 +22,13 @@ import re
 from typing import Any
 
 from prover_jax.credit.critic import BAD, GOOD, NEUTRAL, TurnCritic
+from prover_jax.envs.base import Env, lacks_hook, make, split_seed
 from prover_jax.judges.base import render_trajectory
 from prover_jax.judges.client import ChatEndpoint, join_path
 from prover_jax.judges.tools import as_int
 from prover_jax.rollout.trajectory import Trajectory
 
 log = logging.getLogger(__name__)
-
-LLM_ENVS = ("household", "shop", "webshop", "searchqa", "searchqa_data")
-
 
 SYSTEM_PROMPT = """\
 You are the critic of a reinforcement-learning agent. You see ONE attempt of the agent at a task, turn \
@@ -135,63 +132,19 @@ def _expert_solution(env, seed: int, limit: int = 60) -> list[str]:
     return out
 
 
-def _household_facts(env, seed: int) -> list[str]:
-    from prover_jax.envs.household.world import HAND
-
-    env.reset(seed)
-    lay = env.layout
-    init = lay.init
-
-    def where(i: int) -> str:
-        loc = init.obj_loc[i]
-        return "the agent's hand" if loc == HAND else lay.receptacles[loc]
-
-    targets = [f"{o} (in/on {where(i)})" for i, o in enumerate(lay.objects) if lay.obj_types[i] == lay.target_type]
-    decoys = [f"{o} (in/on {where(i)})" for i, o in enumerate(lay.objects) if lay.obj_types[i] == lay.decoy_type]
-    out = [f"Goal: {lay.goal_text} (task type {lay.task_type})",
-           f"Objects of the target type {lay.target_type!r}: {', '.join(targets) or 'none'}"]
-    if decoys:
-        out.append(f"Lookalike decoys ({lay.decoy_type}; using them fails the task): {', '.join(decoys)}")
-    if lay.goal >= 0:
-        out.append(f"Target receptacle: {lay.receptacles[lay.goal]}")
-    return out
+def no_facts(env_name: str) -> str:
+    """The refusal of an env that offers no privileged facts."""
+    return (f"credit.critic.name='openai' needs the env's privileged facts (Env.privileged_facts); env "
+            f"{env_name!r} (env.name) offers no privileged facts")
 
 
-def _shop_facts(env, seed: int) -> list[str]:
-    from prover_jax.envs.shop.catalog import NO_PRICE_LIMIT
-
-    env.reset(seed)
-    goal = env.goal
-    target = env.catalogue.by_asin.get(goal.asin)
-    out = [f"Instruction: {goal.instruction}"]
-    if target is not None:
-        out.append(f"Target product: {goal.asin} ({env.catalogue.products[target].title})")
-    out.append(f"Required attributes: {', '.join(goal.attributes) or 'none'}")
-    out.append(f"Required options: {', '.join(goal.options) or 'none'}")
-    if goal.price_upper < NO_PRICE_LIMIT:
-        out.append(f"Price must be below: {goal.price_upper:.2f}")
-    return out
-
-
-def _searchqa_facts(env, seed: int) -> list[str]:
-    _, info = env.reset(seed)
-    out = [f"Question: {info.get('question', '')}",
-           f"Gold answer(s): {' | '.join(info.get('golden_answers') or [])}"]
-    if hasattr(env, "question_record"):
-        out.append(f"Entities to look up, in order: {', '.join(env.question_record().hops)}")
-    return out
-
-
-def privileged_text(env_name: str, env, seed: int) -> str:
-    """What the env knows about task `seed` and the agent does not (see the module docstring)."""
-    if env_name == "household":
-        lines = _household_facts(env, seed)
-    elif env_name in ("shop", "webshop"):
-        lines = _shop_facts(env, seed)
-    elif env_name in ("searchqa", "searchqa_data"):
-        lines = _searchqa_facts(env, seed)
-    else:
-        raise ValueError(f"no privileged information for env {env_name!r}")
+def privileged_text(env: Env, seed: int) -> str:
+    """What `env` knows about task `seed` and the agent does not: its `privileged_facts`, then the
+    expert's solution from the start (when the env has an expert)."""
+    facts = env.privileged_facts(seed)
+    if facts is None:
+        raise ValueError(no_facts(env.name))
+    lines = list(facts)
     try:
         solution = _expert_solution(env, seed)
     except Exception:  # noqa: BLE001  (an env without a usable expert: the facts alone)
@@ -212,15 +165,15 @@ class OpenAICritic(TurnCritic):
                  max_calls_per_step: int = 256, cache: bool = True, workdir: str | None = None,
                  max_concurrency: int = 16, obs_chars: int = 600, max_chars: int = 24000,
                  temperature: float = 0.0, structured: bool = True, **endpoint: Any):
-        if env_name not in LLM_ENVS:
-            raise ValueError(f"credit.critic.name='openai' knows the privileged information of "
-                             f"{', '.join(LLM_ENVS)}; env {env_name!r} (env.name) is not one of them")
+        if lacks_hook(env_name, "privileged_facts"):  # known without building the env
+            raise ValueError(no_facts(env_name))
         self.endpoint = ChatEndpoint(who="openai critic", config="credit.critic.openai", **endpoint,
                                      max_calls_per_step=max_calls_per_step,
                                      cache_dir=join_path(workdir, "critic_cache") if cache and workdir else None)
-        from prover_jax.envs import make
-
         self.env_name, self.env = env_name, make(env_name, **dict(env_kwargs or {}))
+        if self.env.privileged_facts(split_seed(0)) is None:  # the built env has the last word
+            self.endpoint.close()
+            raise ValueError(no_facts(env_name))
         self.model = model
         self.max_concurrency = max(int(max_concurrency), 1)
         self.obs_chars, self.max_chars = int(obs_chars), int(max_chars)
@@ -253,7 +206,7 @@ class OpenAICritic(TurnCritic):
         if seed not in self._privileged:
             if len(self._privileged) >= 4096:
                 self._privileged.clear()
-            self._privileged[seed] = privileged_text(self.env_name, self.env, seed)
+            self._privileged[seed] = privileged_text(self.env, seed)
         return self._privileged[seed]
 
     def render(self, traj: Trajectory, reserved: int) -> str:

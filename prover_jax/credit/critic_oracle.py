@@ -1,10 +1,10 @@
 """The `oracle` turn critic of the `critic` credit method: labels from exact dynamic programming.
 
-On the built-in families household, shop and searchqa (`envs.testing.dp`):
-  V(s) = success probability of a fixed reference policy from state s, and
+On any env that offers a reference policy (`Env.reference_policy`; exact DP, `envs.testing.dp`):
+  V(s) = success probability of the env's fixed reference policy from state s, and
       label_t = +1 if V(s_{t+1}) > V(s_t) + tol, -1 if V(s_{t+1}) < V(s_t) - tol, else 0
-  (s_t = snapshots[t], the state before turn t). The reference policy mixes the family's expert
-  with a uniform choice: pi(a|s) = (1 - eps) 1[a = expert(s)] + eps / |C(s)| 1[a in C(s)], C(s):
+  (s_t = snapshots[t], the state before turn t). The built-in reference policies mix the family's
+  expert with a uniform choice: pi(a|s) = (1 - eps) 1[a = expert(s)] + eps / |C(s)| 1[a in C(s)], C(s):
     household  the admissible commands;
     shop       the clickable buttons; on the search page the expert's query only (free text);
     searchqa   a search for each hop entity not searched yet, the gold answer, a wrong answer.
@@ -24,14 +24,12 @@ On the built-in families household, shop and searchqa (`envs.testing.dp`):
 from __future__ import annotations
 
 import logging
-from typing import Callable
 
 from prover_jax.credit.critic import BAD, GOOD, NEUTRAL, TurnCritic
+from prover_jax.envs.base import lacks_hook, make
 from prover_jax.rollout.trajectory import Trajectory
 
 log = logging.getLogger(__name__)
-
-ORACLE_ENVS = ("household", "shop", "searchqa")
 
 
 class _StatesSpent(Exception):
@@ -42,32 +40,11 @@ class _Mismatch(Exception):
     """Replaying a trajectory does not reproduce its snapshots."""
 
 
-def _reference_policy(env_name: str, env, eps: float) -> Callable[[str, dict], dict[str, float]]:
-    """The oracle's fixed reference policy for `env` (see the module docstring). The shop and searchqa
-    policies read the expert from `env`, which `dp.success_probability` keeps in the evaluated state."""
-    from prover_jax.envs.testing import mix
-
-    if env_name == "household":
-        def household(obs: str, info: dict) -> dict[str, float]:
-            return mix(info.get("expert"), info.get("admissible") or [], eps)
-        return household
-    if env_name == "shop":
-        def shop(obs: str, info: dict) -> dict[str, float]:
-            clicks = [a for a in info.get("admissible") or [] if a != "search[...]"]
-            return mix(env.expert_action(), clicks, eps)
-        return shop
-    if env_name == "searchqa":
-        from prover_jax.envs.searchqa import exact_match
-
-        def searchqa(obs: str, info: dict) -> dict[str, float]:
-            q = env.question_record()
-            done = set(env.state.queries)
-            wrong = next(w for w in ("unknown", "no answer", "none of them") if not exact_match(w, q.golden_answers))
-            cands = [f"<search>{h}</search>" for h in q.hops if h not in done]
-            cands += [f"<answer>{q.golden_answers[0]}</answer>", f"<answer>{wrong}</answer>"]
-            return mix(env.expert_action(), cands, eps)
-        return searchqa
-    raise ValueError(f"no reference policy for env {env_name!r}")
+def no_policy(env_name: str) -> str:
+    """The refusal of an env that offers no reference policy."""
+    return (f"credit.critic.name='oracle' needs the env's reference policy (Env.reference_policy), whose "
+            f"success probability it computes by exact dynamic programming; env {env_name!r} (env.name) offers "
+            "none: use credit.critic.name='openai' for it")
 
 
 class OracleCritic(TurnCritic):
@@ -75,18 +52,16 @@ class OracleCritic(TurnCritic):
 
     def __init__(self, env_name: str, env_kwargs: dict | None = None, *, eps: float = 0.1, tol: float = 1e-9,
                  max_states: int = 200_000):
-        if env_name not in ORACLE_ENVS:
-            raise ValueError(f"credit.critic.name='oracle' needs exact dynamic programming over a built-in env "
-                             f"({', '.join(ORACLE_ENVS)}); env {env_name!r} (env.name) has none: use "
-                             "credit.critic.name='openai' for it")
+        if lacks_hook(env_name, "reference_policy"):  # known without building the env
+            raise ValueError(no_policy(env_name))
         if not 0.0 <= float(eps) <= 1.0 or float(tol) < 0:
             raise ValueError(f"credit.critic.oracle_eps must be in [0, 1] and oracle_tol >= 0, got {eps}, {tol}")
-        from prover_jax.envs import make
-
         self.env_name = env_name
         self.env = make(env_name, **dict(env_kwargs or {}))
         self.eps, self.tol, self.max_states = float(eps), float(tol), int(max_states)
-        self.policy = _reference_policy(env_name, self.env, self.eps)
+        self.policy = self.env.reference_policy(self.eps)
+        if self.policy is None:
+            raise ValueError(no_policy(env_name))
         self.memo: dict = {}
         self._warned = False
         super().__init__()

@@ -28,6 +28,17 @@ their task space by content (see `envs.splits`). `split_sizes()` gives the numbe
 per split (None: generated, unbounded); task number i of a finite split plays task i % size. A split
 that is empty, or a family setting that would make the splits share a task, raises ValueError naming
 the setting.
+
+Optional hooks, what the turn critics (`credit.critic`) ask of a family; the default, None, means the
+family offers none and the critic that needs it refuses the env by name:
+
+    env.privileged_facts(seed) -> list[str] | None   what the env knows about task `seed` and the agent
+                                                     does not (hidden goal details, gold answers), one
+                                                     fact a line (the `openai` critic shows them)
+    env.reference_policy(eps)  -> policy | None      policy(obs, info) -> {action: probability}, the fixed
+                                                     policy pi whose success probability V(s) the `oracle`
+                                                     critic computes by exact DP (`envs.testing.dp`); it may
+                                                     read the env, which the DP keeps in the evaluated state
 """
 
 from __future__ import annotations
@@ -35,7 +46,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import re
-from typing import Any
+from typing import Any, Callable
 
 from prover_jax.registry import Registry
 
@@ -139,6 +150,16 @@ class Env(abc.ABC):
         """Distinct tasks per split, {"train": n, "eval": n}; None: unbounded (generated), 0: empty."""
         return {"train": None, "eval": None}
 
+    def privileged_facts(self, seed: int) -> list[str] | None:
+        """Lines stating what the env knows about task `seed` that the agent does not (may reset the env);
+        None: the family offers none (see module docstring)."""
+        return None
+
+    def reference_policy(self, eps: float) -> Callable[[str, dict], dict[str, float]] | None:
+        """The fixed reference policy (obs, info) -> {action: probability} the oracle critic evaluates,
+        mixing the family's expert with `eps` of exploration; None: the family offers none."""
+        return None
+
     def close(self) -> None:
         """Releases resources (processes, files)."""
 
@@ -154,6 +175,13 @@ def make(name: str, **kwargs) -> Env:
 
 def names() -> list[str]:
     return ENVS.names()
+
+
+def lacks_hook(name: str, hook: str) -> bool:
+    """True when family `name` is registered as an Env class that keeps the base class's optional `hook`
+    (it offers none: known without building it); False otherwise (ask the built env)."""
+    entry = ENVS.get(name)
+    return isinstance(entry, type) and getattr(entry, hook, None) is getattr(Env, hook)
 
 
 def info_dict(*, success: bool = False, score: float | None = None, valid: bool = True,

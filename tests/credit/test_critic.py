@@ -17,6 +17,8 @@ from prover_jax.envs.testing import dp, mixed_policy
 from prover_jax.rollout.trajectory import DONE, Trajectory, Turn
 from prover_jax.training.config import default_config
 
+from helpers.credit import play_actions
+
 SMALL = dict(task_type="pick_and_place", max_turns=8, expert_turns=(3, 6), num_receptacles=4, num_objects=0,
              num_decoys=1)
 LOCAL = "http://localhost:8000/v1"
@@ -89,27 +91,6 @@ def test_labels_become_turn_rewards_on_top_of_grpo():
 
 # --------------------------------------------------------------------------------------------- oracle
 
-def play(env, seed, actions, uid=0):
-    """A trajectory of `actions` from task `seed`, with its snapshots (and each state's obs, info)."""
-    obs, info = env.reset(seed)
-    traj = Trajectory(env=env.name, seed=seed, uid=uid, task=obs)
-    traj.append([0], policy=False)
-    traj.snapshots.append(env.snapshot())
-    seen = [(obs, info)]
-    for a in actions:
-        start = len(traj.tokens)
-        traj.append([7], policy=True)
-        obs, _, done, info = env.step(a)
-        traj.turns.append(Turn(start, start + 1, a, a, info["valid"], obs, 0.0, "stop"))
-        traj.snapshots.append(env.snapshot())
-        seen.append((obs, info))
-        traj.append([1], policy=False)
-        if done:
-            traj.success, traj.termination = bool(info["success"]), DONE
-            break
-    return traj, seen
-
-
 def expert_path(env, seed, n):
     obs, info = env.reset(seed)
     out = []
@@ -125,7 +106,7 @@ def test_oracle_labels_follow_exact_dp_values():
     # task 0: the expert opens the fridge and would put the knife in it; closing the fridge instead latches
     # it for good (an irreversible pivot), then the agent looks around until the turn limit (8 turns)
     actions = expert_path(env, 0, 5) + ["close fridge 1", "look", "look"]
-    traj, seen = play(env, 0, actions)
+    traj, seen = play_actions(env, 0, actions)
     assert traj.num_turns == 8 and traj.termination == DONE and not traj.success
     assert env.snapshot().locked  # the latch is shut
     policy, memo = mixed_policy(eps), {}
@@ -142,7 +123,7 @@ def test_oracle_labels_follow_exact_dp_values():
     assert critic.dropped == 0 and critic.dp_states > 0 and critic.calls == 0
 
     # the expert's own successful run: every turn gets closer to the goal
-    good, _ = play(env, 0, expert_path(env, 0, 6), uid=1)
+    good, _ = play_actions(env, 0, expert_path(env, 0, 6), uid=1)
     assert good.success and critic.label([good]) == [[1] * 6]
 
     # memoised over the step: labelling again expands no new state; begin_step clears the memo
@@ -155,7 +136,7 @@ def test_oracle_labels_follow_exact_dp_values():
 
 def test_oracle_drops_what_it_cannot_value():
     env = make("household", **SMALL)
-    traj, _ = play(env, 0, expert_path(env, 0, 5) + ["close fridge 1", "look", "look"])
+    traj, _ = play_actions(env, 0, expert_path(env, 0, 5) + ["close fridge 1", "look", "look"])
     tiny = OracleCritic("household", SMALL, eps=0.3, max_states=3)  # the DP budget runs out at once
     [labels] = tiny.label([traj])
     assert labels == [0] * 8 and tiny.dropped == 8 and tiny.dp_states == 3
@@ -171,8 +152,8 @@ def test_oracle_shop_search_is_good_and_a_wrong_purchase_bad():
     _, info = env.observe()
     target = env.expert_action()  # click the target product
     wrong = next(a for a in info["admissible"] if a.startswith("click[b0") and a != target)  # another product
-    traj, _ = play(env, 2, [search, wrong, "click[buy now]"])
-    right, _ = play(env, 2, [search, target], uid=1)
+    traj, _ = play_actions(env, 2, [search, wrong, "click[buy now]"])
+    right, _ = play_actions(env, 2, [search, target], uid=1)
     assert traj.termination == DONE and not traj.success
     critic = OracleCritic("shop", {"max_turns": 6}, eps=0.2)
     # the expert's query is the reference policy's only search: neutral; opening the wrong product and
@@ -185,8 +166,8 @@ def test_oracle_searchqa_hops_are_good_and_a_wrong_answer_bad():
     q = env.kb.question(3)
     hops = [f"<search>{h}</search>" for h in q.hops]
     assert len(hops) == 3
-    wander, _ = play(env, 3, [hops[0], "<search>weather today</search>", hops[1], "<answer>Paris</answer>"])
-    solve, _ = play(env, 3, hops + [f"<answer>{q.golden_answers[0]}</answer>"], uid=1)
+    wander, _ = play_actions(env, 3, [hops[0], "<search>weather today</search>", hops[1], "<answer>Paris</answer>"])
+    solve, _ = play_actions(env, 3, hops + [f"<answer>{q.golden_answers[0]}</answer>"], uid=1)
     assert solve.success and not wander.success
     # with turns to spare, a useless search leaves V unchanged under the reference policy: 0
     assert OracleCritic("searchqa", {}).label([wander, solve]) == [[1, 0, 1, -1], [1, 1, 1, 1]]
@@ -241,8 +222,8 @@ def llm_critic(server, **kw):
 @pytest.fixture(scope="module")
 def runs():
     env = make("household", **SMALL)
-    a, _ = play(env, 0, expert_path(env, 0, 2) + ["examine cabinet 1"], uid=0)
-    b, _ = play(env, 0, ["look", "go to cabinet 1"], uid=1)
+    a, _ = play_actions(env, 0, expert_path(env, 0, 2) + ["examine cabinet 1"], uid=0)
+    b, _ = play_actions(env, 0, ["look", "go to cabinet 1"], uid=1)
     return a, b
 
 

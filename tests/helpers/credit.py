@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import types
 
-from prover_jax.rollout.trajectory import Trajectory, Turn
+from prover_jax.rollout.trajectory import DONE, Trajectory, Turn
 from prover_jax.training.config import default_config
 
 
@@ -41,3 +41,24 @@ def credit_config(**prover):
     c = default_config().credit
     c.prover.update(prover)
     return c
+
+
+def play_actions(env, seed, actions, uid=0):
+    """A trajectory of `actions` from task `seed`, with its snapshots (and each state's obs, info)."""
+    obs, info = env.reset(seed)
+    traj = Trajectory(env=env.name, seed=seed, uid=uid, task=obs)
+    traj.append([0], policy=False)
+    traj.snapshots.append(env.snapshot())
+    seen = [(obs, info)]
+    for a in actions:
+        start = len(traj.tokens)
+        traj.append([7], policy=True)
+        obs, _, done, info = env.step(a)
+        traj.turns.append(Turn(start, start + 1, a, a, info["valid"], obs, 0.0, "stop"))
+        traj.snapshots.append(env.snapshot())
+        seen.append((obs, info))
+        traj.append([1], policy=False)
+        if done:
+            traj.success, traj.termination = bool(info["success"]), DONE
+            break
+    return traj, seen

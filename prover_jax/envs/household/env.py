@@ -39,11 +39,12 @@ from __future__ import annotations
 import dataclasses
 import random
 import re
+from typing import Callable
 
 from prover_jax.envs.base import Env, PromptSpec, info_dict, register, split_seed
 from prover_jax.envs.household.expert import expert_command
 from prover_jax.envs.household.gen import LOOKALIKE, TASK_TYPES, Config, generate
-from prover_jax.envs.household.world import Layout, State, apply, commands, intro_text
+from prover_jax.envs.household.world import HAND, Layout, State, apply, commands, intro_text
 from prover_jax.envs.splits import EVAL_FRACTION, ContentSplit
 from prover_jax.envs.text import normalize as fold
 
@@ -243,6 +244,37 @@ class HouseholdEnv(Env):
     def admissible(self) -> list[str]:
         """The admissible commands of the current state (as in `info["admissible"]`)."""
         return list(self._cmds)
+
+    def privileged_facts(self, seed: int) -> list[str]:
+        """The goal, where the target objects and the lookalike decoys start, the target receptacle."""
+        self.reset(seed)
+        lay = self.layout
+        init = lay.init
+
+        def where(i: int) -> str:
+            loc = init.obj_loc[i]
+            return "the agent's hand" if loc == HAND else lay.receptacles[loc]
+
+        def of_type(kind: str) -> list[str]:
+            return [f"{o} (in/on {where(i)})" for i, o in enumerate(lay.objects) if lay.obj_types[i] == kind]
+
+        targets, decoys = of_type(lay.target_type), of_type(lay.decoy_type)
+        out = [f"Goal: {lay.goal_text} (task type {lay.task_type})",
+               f"Objects of the target type {lay.target_type!r}: {', '.join(targets) or 'none'}"]
+        if decoys:
+            out.append(f"Lookalike decoys ({lay.decoy_type}; using them fails the task): {', '.join(decoys)}")
+        if lay.goal >= 0:
+            out.append(f"Target receptacle: {lay.receptacles[lay.goal]}")
+        return out
+
+    def reference_policy(self, eps: float) -> Callable[[str, dict], dict[str, float]]:
+        """pi(a|s) = (1 - eps) 1[a = expert(s)] + eps / |C(s)| 1[a in C(s)], C(s): the admissible commands
+        (the true expert, `info["expert"]`, not the demonstrator)."""
+        from prover_jax.envs.testing import mix
+
+        def household(obs: str, info: dict) -> dict[str, float]:
+            return mix(info.get("expert"), info.get("admissible") or [], eps)
+        return household
 
 
 def well_formed(layout: Layout) -> list[str]:

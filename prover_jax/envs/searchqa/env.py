@@ -37,7 +37,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import re
-from typing import Any
+from typing import Any, Callable
 
 from prover_jax.envs.base import Env, PromptSpec, info_dict, register, split_seed
 from prover_jax.envs.searchqa.kb import KnowledgeBase, Question
@@ -236,6 +236,12 @@ class SearchQABase(Env):
         self._state = dataclasses.replace(s, turn=turn, queries=s.queries + (content,), done=truncated)
         return obs, 0.0, truncated, info_dict(turn=turn, truncated=truncated, **extra)
 
+    def privileged_facts(self, seed: int) -> list[str]:
+        """The question and its gold answers."""
+        _, info = self.reset(seed)
+        return [f"Question: {info.get('question', '')}",
+                f"Gold answer(s): {' | '.join(info.get('golden_answers') or [])}"]
+
     def snapshot(self) -> SearchQAState:
         return self.state
 
@@ -298,6 +304,25 @@ class SearchQA(SearchQABase):
 
     def _retrieve(self, query: str) -> list[str]:
         return [self.kb.passages[i] for i in self.index.search(query, self.topk)]
+
+    def privileged_facts(self, seed: int) -> list[str]:
+        """The question, its gold answers and the hop entities to look up, in order."""
+        out = super().privileged_facts(seed)
+        return out + [f"Entities to look up, in order: {', '.join(self.question_record().hops)}"]
+
+    def reference_policy(self, eps: float) -> Callable[[str, dict], dict[str, float]]:
+        """pi(a|s) = (1 - eps) 1[a = expert(s)] + eps / |C(s)| 1[a in C(s)], C(s): a search for each hop
+        entity not searched yet, the gold answer, a wrong answer. Reads the expert from this env."""
+        from prover_jax.envs.testing import mix
+
+        def searchqa(obs: str, info: dict) -> dict[str, float]:
+            q = self.question_record()
+            done = set(self.state.queries)
+            wrong = next(w for w in ("unknown", "no answer", "none of them") if not exact_match(w, q.golden_answers))
+            cands = [f"<search>{h}</search>" for h in q.hops if h not in done]
+            cands += [f"<answer>{q.golden_answers[0]}</answer>", f"<answer>{wrong}</answer>"]
+            return mix(self.expert_action(), cands, eps)
+        return searchqa
 
     def expert_action(self) -> str | None:
         s = self.state

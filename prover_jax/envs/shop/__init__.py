@@ -1,7 +1,7 @@
 """`shop` and `webshop`: WebShop's text protocol and purchase reward over a product catalogue.
 
   env.py       ShopEnv: pages, clicks, turn limit, expert; registers `shop` (generated catalogue)
-  webshop.py   `webshop`: reads WebShop's own files into a Catalogue, with WebShop's goal split
+  webshop.py   `webshop` (WebShopEnv): reads WebShop's own files into a Catalogue, with WebShop's goal split
   catalog.py   Product / Goal / Catalogue records and the shared BM25 search index per catalogue
   generate.py  the generated catalogue and goals (vocabulary in vocab.py), pure functions of seeds
   reward.py    WebShop's purchase reward; text.py: its fuzzy ratios, search tokens, title words

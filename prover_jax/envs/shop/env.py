@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import Callable
 
 from prover_jax.envs.base import Env, PromptSpec, info_dict, register, split_seed
-from prover_jax.envs.shop.catalog import PRODUCT_WINDOW, Catalogue, Goal, Product
+from prover_jax.envs.shop.catalog import NO_PRICE_LIMIT, PRODUCT_WINDOW, Catalogue, Goal, Product
 from prover_jax.envs.shop.reward import EXACT_MATCH_OPTION_GROUPS, FUZZY_THRESHOLD, purchase_reward
 from prover_jax.envs.shop.text import search_tokens, token_set_ratio
 from prover_jax.envs.splits import EVAL_FRACTION, ContentSplit, IndexSplit, digest
@@ -201,6 +202,30 @@ class ShopEnv(Env):
             if chosen.get(group) != value:
                 return f"click[{value}]"
         return "click[buy now]"
+
+    def privileged_facts(self, seed: int) -> list[str]:
+        """The instruction, the target product, the required attributes and options, the price bound."""
+        self.reset(seed)
+        goal, catalogue = self.goal, self.catalogue
+        target = catalogue.by_asin.get(goal.asin)
+        out = [f"Instruction: {goal.instruction}"]
+        if target is not None:
+            out.append(f"Target product: {goal.asin} ({catalogue.products[target].title})")
+        out.append(f"Required attributes: {', '.join(goal.attributes) or 'none'}")
+        out.append(f"Required options: {', '.join(goal.options) or 'none'}")
+        if goal.price_upper < NO_PRICE_LIMIT:
+            out.append(f"Price must be below: {goal.price_upper:.2f}")
+        return out
+
+    def reference_policy(self, eps: float) -> Callable[[str, dict], dict[str, float]]:
+        """pi(a|s) = (1 - eps) 1[a = expert(s)] + eps / |C(s)| 1[a in C(s)], C(s): the clickable buttons; on
+        the search page the expert's query only (free text). Reads the expert from this env."""
+        from prover_jax.envs.testing import mix
+
+        def shop(obs: str, info: dict) -> dict[str, float]:
+            clicks = [a for a in info.get("admissible") or [] if a != "search[...]"]
+            return mix(self.expert_action(), clicks, eps)
+        return shop
 
     # -- internals -----------------------------------------------------------------------------
 

@@ -34,7 +34,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from prover_jax.envs.base import register
+from prover_jax.envs.base import Env, register
 from prover_jax.envs.shop.catalog import Catalogue, Goal, Product, price_text, price_upper_for
 from prover_jax.envs.shop.env import ShopEnv
 from prover_jax.envs.splits import IndexSplit
@@ -280,16 +280,20 @@ def webshop_split(catalogue: Catalogue, eval_goals: int = WEBSHOP_TEST_GOALS,
 
 
 @register("webshop")
-def _make_webshop(data_dir: str | None = None, max_turns: int = 15, eval_goals: int | None = None,
-                  train_goal_start: int | None = None, **kwargs) -> ShopEnv:
+class WebShopEnv(ShopEnv):
     """Real WebShop files in `data_dir` (or $WEBSHOP_DATA); eval_goals (500) / train_goal_start (1500)
-    set the split (see `webshop_split`); other kwargs go to `load_webshop`."""
-    data_dir = data_dir or os.environ.get("WEBSHOP_DATA")
-    if not data_dir:
-        raise ValueError("webshop needs data_dir=... or the WEBSHOP_DATA environment variable")
-    catalogue = load_webshop(data_dir, **kwargs)
-    split = webshop_split(catalogue, WEBSHOP_TEST_GOALS if eval_goals is None else eval_goals,
-                          WEBSHOP_TRAIN_START if train_goal_start is None else train_goal_start)
-    env = ShopEnv(catalogue, max_turns=max_turns, split=split)
-    env.name = "webshop"
-    return env
+    set the split (see `webshop_split`); other kwargs go to `load_webshop`. Privileged facts as `shop`;
+    no reference policy: the oracle critic's exact DP is kept to the generated catalogue."""
+
+    name = "webshop"
+    reference_policy = Env.reference_policy  # offers none (see the class docstring)
+
+    def __init__(self, data_dir: str | None = None, max_turns: int = 15, eval_goals: int | None = None,
+                 train_goal_start: int | None = None, **kwargs):
+        data_dir = data_dir or os.environ.get("WEBSHOP_DATA")
+        if not data_dir:
+            raise ValueError("webshop needs data_dir=... or the WEBSHOP_DATA environment variable")
+        catalogue = load_webshop(data_dir, **kwargs)
+        split = webshop_split(catalogue, WEBSHOP_TEST_GOALS if eval_goals is None else eval_goals,
+                              WEBSHOP_TRAIN_START if train_goal_start is None else train_goal_start)
+        super().__init__(catalogue, max_turns=max_turns, split=split)
