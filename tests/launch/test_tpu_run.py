@@ -64,7 +64,7 @@ def test_dry_run_prints_the_whole_plan():
 
 
 def test_env_vars_and_optional_steps():
-    out = _run("--dry_run", env={"TPU_NAME": "t1", "PROVER_CONFIG": "configs/qwen3_5_4b_webshop.py",
+    out = _run("--dry_run", env={"TPU_NAME": "t1", "PROVER_CONFIG": "configs/qwen3_5.py:4B,webshop",
                                  "PROVER_WORKDIR": "/tmp/run 2", "PROVER_HF_MODEL": "Qwen/Qwen3.5-4B"})
     assert out.returncode == 0, out.stderr
     assert "tpu-vm create" not in out.stdout and "tpu-vm delete" not in out.stdout
