@@ -115,7 +115,7 @@ def main(argv=None) -> int:
     import jax
 
     from prover_jax.serving.app import create_app
-    from prover_jax.serving.cli import ServerThread, build_service
+    from prover_jax.serving.service import ServerThread, build_service
 
     print(json.dumps({"bench": "serve", "model": "tiny" if args.quick else "bench-small",
                       "machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),

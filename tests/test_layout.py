@@ -1,5 +1,6 @@
 """The layout keeps its promises (README "Layout"): data flows one way between packages, no module
-imports itself back, and no file grows past ~400 lines. Read from the source with `ast`; nothing runs."""
+imports itself back (not even through an import inside a function), library modules never import the
+command-line programs, and no file grows past ~400 lines. Read from the source with `ast`; nothing runs."""
 
 import ast
 import os
@@ -21,7 +22,7 @@ ALLOWED = {
     "models": {"sharding"},
     "convert": {"models", "sharding"},
     "distributed": {"sharding"},
-    "sampling": {"models", "sharding"},
+    "sampling": {"models", "sharding", "convert"},  # convert: reading checkpoints (sampling.loader)
     "envs": {"registry"},
     "rollout": {"envs", "sampling", "models"},
     "judges": {"registry", "rollout"},
@@ -34,7 +35,7 @@ ALLOWED = {
     "demo": {"training"},
 }
 # command-line programs: wiring, not library code (python -m ..., console scripts)
-ENTRY_POINTS = {"prover_jax/credit/lab.py", "prover_jax/sampling/cli.py"}
+ENTRY_POINTS = {"prover_jax/credit/lab.py"}
 
 
 def modules():
@@ -100,13 +101,20 @@ def test_data_flows_one_way_between_packages():
     assert not bad, "\n".join(bad)
 
 
-def test_no_import_cycles():
+def import_graph(*, top_level_only: bool) -> dict[str, set[str]]:
+    """module -> the prover_jax modules importing it runs (its imports, and the packages above them)."""
     mods = modules()
-    graph = {m: {resolve(n, mods) for n in imports(p, top_level_only=True)} - {m, "prover_jax", ""}
+    graph = {m: {resolve(n, mods) for n in imports(p, top_level_only=top_level_only)} - {m, "prover_jax", ""}
              for m, p in mods.items()}
     for m in list(graph):  # importing a.b.c runs a/__init__ and a/b/__init__ first
         parents = {m.rsplit(".", k)[0] for k in range(1, m.count("."))}
         graph[m] |= {p for p in parents if p in graph and p != "prover_jax"} - {m}
+    return graph
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[str]:
+    """'a -> b -> a' for a cycle closed by each back edge of a depth-first walk (the package
+    re-export pattern of `_package_init_cycle` excepted); [] when the graph is acyclic."""
     cycles, state = [], {}
 
     def dfs(node, stack):
@@ -125,7 +133,33 @@ def test_no_import_cycles():
     for m in sorted(graph):
         if m not in state:
             dfs(m, [])
+    return cycles
+
+
+def test_no_import_cycles():
+    cycles = find_cycles(import_graph(top_level_only=True))
     assert not cycles, "\n".join(cycles)
+
+
+def test_no_import_cycles_with_lazy_imports():
+    """Counting imports inside functions too: a lazy import that closes a cycle only hides it."""
+    cycles = find_cycles(import_graph(top_level_only=False))
+    assert not cycles, "import cycles (lazy imports counted):\n" + "\n".join(cycles)
+
+
+def is_program(path: str) -> bool:
+    """A command-line program: a cli.py / __main__.py, or one of ENTRY_POINTS."""
+    return os.path.basename(path) in ("cli.py", "__main__.py") or os.path.relpath(path, ROOT) in ENTRY_POINTS
+
+
+def test_library_modules_do_not_import_programs():
+    """Programs sit on top: what a library module needs from one belongs in a library module."""
+    mods = modules()
+    bad = [f"{os.path.relpath(path, ROOT)} imports {name}"
+           for mod, path in mods.items() if not is_program(path)
+           for name in imports(path, top_level_only=False)
+           if resolve(name, mods) in mods and is_program(mods[resolve(name, mods)])]
+    assert not bad, "library modules importing command-line programs:\n" + "\n".join(bad)
 
 
 def _package_init_cycle(cycle):
@@ -157,3 +191,6 @@ def test_the_checks_can_fail(tmp_path):
     assert imports(str(p), top_level_only=False) == ["prover_jax.training.trainer", "prover_jax.credit.grpo",
                                                      "prover_jax.judges"]
     assert package_of(resolve("prover_jax.envs.household.env.Household", modules())) == "envs"
+    assert find_cycles({"p.a": {"p.b"}, "p.b": {"p.c"}, "p.c": {"p.a"}}) == ["p.a -> p.b -> p.c -> p.a"]
+    assert find_cycles({"p.a": {"p.b"}, "p.b": set()}) == []
+    assert is_program(os.path.join(PKG, "serving", "cli.py")) and not is_program(os.path.join(PKG, "serving", "app.py"))

@@ -5,8 +5,9 @@
     needs = credit_class(name).needs(config.credit, groups, group_size)   # what to wire
 """
 
-# importing a method's module registers it
-from prover_jax.credit import budget_grpo, critic, gigpo, grpo, prover, spo_chain  # noqa: F401
+# importing a method's (or a critic's) module registers it
+from prover_jax.credit import (budget_grpo, critic, critic_llm, critic_oracle, gigpo, grpo, prover,  # noqa: F401
+                               spo_chain)
 from prover_jax.credit.base import (COMMON_METRICS, EXTRA_TOKENS, CreditMethod, CreditOutput, Needs,
                                     credit_class, credit_names, group_outcome_advantages, outcome_advantages, std_scope, make_credit,
                                     register_credit, rewards)

@@ -15,13 +15,12 @@ would erase the signal of a group whose turns are all good (or all bad) and coup
 With a std_scope the outcome term is rescaled and the turn term is not.
 
 Critics (`make_critic(config.credit.critic, env_name, env_kwargs, workdir)`, by critic.name; each
-imported on first use):
+module registers its class with `@register_critic(name)` and is imported by the package):
 
-  oracle  exact dynamic programming on the built-in families household, shop and searchqa: a turn is
-          good / bad when it raises / lowers the success probability of a fixed reference policy
-          (`critic_oracle`).
-  openai  an LLM over any OpenAI-compatible chat endpoint, shown privileged information about the
-          task and the whole trajectory, one call per trajectory (`critic_llm`).
+  oracle  exact dynamic programming on any env with a reference policy (`Env.reference_policy`): a
+          turn is good / bad when it raises / lowers that policy's success probability (`critic_oracle`).
+  openai  an LLM over any OpenAI-compatible chat endpoint, shown the env's privileged facts about the
+          task (`Env.privileged_facts`) and the whole trajectory, one call per trajectory (`critic_llm`).
 
 Nothing raises into training: a failure leaves the turns concerned unlabelled (0, counted as dropped).
 
@@ -44,6 +43,7 @@ import numpy as np
 from prover_jax.credit.base import (EXTRA_TOKENS, CreditMethod, CreditOutput, Needs, broadcast,
                                     group_outcome_advantages, register_credit)
 from prover_jax.judges.base import config_get
+from prover_jax.registry import Registry
 from prover_jax.rollout.trajectory import Trajectory
 
 GOOD, BAD, NEUTRAL = 1, -1, 0
@@ -158,25 +158,25 @@ class TurnCritic(abc.ABC):
     def close(self) -> None:
         """Releases resources (HTTP clients)."""
 
+    @classmethod
+    def from_section(cls, section: Any, env_name: str, env_kwargs: dict | None = None,
+                     workdir: str | None = None, **kwargs) -> "TurnCritic":
+        """The critic config.credit.critic (`section`) describes for env `env_name`; kwargs override the
+        section's fields. Every registered critic defines it."""
+        raise NotImplementedError(f"{cls.__name__} cannot be built from config.credit.critic")
+
+
+# name (credit.critic.name) -> TurnCritic subclass; critic_oracle and critic_llm register theirs and
+# are imported by the package (prover_jax/credit/__init__.py)
+CRITICS: Registry = Registry("critic", field="credit.critic.name", load="prover_jax.credit")
+register_critic = CRITICS.register
+
 
 def make_critic(section: Any, env_name: str, env_kwargs: dict | None = None, workdir: str | None = None,
                 **kwargs) -> TurnCritic:
-    """The critic config.credit.critic names (`section`: that config section); kwargs override. The
-    concrete critics are imported here, on first use (the LLM critic's openai client only when used)."""
+    """The critic config.credit.critic names (`section`: that config section); kwargs override. ValueError
+    listing the known names for an unknown one (registered with `register_critic`)."""
     name = config_get(section, "name")
-    if name == "oracle":
-        from prover_jax.credit.critic_oracle import OracleCritic
-
-        args = {"eps": config_get(section, "oracle_eps"), "tol": config_get(section, "oracle_tol"),
-                "max_states": config_get(section, "oracle_max_states")}
-        return OracleCritic(env_name, env_kwargs, **{k: v for k, v in args.items() if v is not None}, **kwargs)
-    if name == "openai":
-        from prover_jax.credit.critic_llm import OpenAICritic
-
-        sub = config_get(section, "openai")
-        keys = ("base_url", "model", "api_key_env", "timeout_s", "max_retries", "max_calls_per_step",
-                "usd_per_m_input", "usd_per_m_output", "cache", "backoff_base_s", "backoff_max_s",
-                "max_concurrency", "obs_chars", "max_chars", "temperature", "structured", "enable_thinking")
-        args = {k: config_get(sub, k) for k in keys if config_get(sub, k) is not None}
-        return OpenAICritic(env_name, env_kwargs, workdir=workdir, **{**args, **kwargs})
-    raise ValueError(f"unknown critic credit.critic.name={name!r}; choose oracle or openai")
+    if name not in CRITICS:
+        raise ValueError(f"unknown critic credit.critic.name={name!r}; choose {' or '.join(CRITICS.names())}")
+    return CRITICS.get(name).from_section(section, env_name, env_kwargs, workdir, **kwargs)

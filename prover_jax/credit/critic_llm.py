@@ -21,9 +21,9 @@ import logging
 import re
 from typing import Any
 
-from prover_jax.credit.critic import BAD, GOOD, NEUTRAL, TurnCritic
+from prover_jax.credit.critic import BAD, GOOD, NEUTRAL, TurnCritic, register_critic
 from prover_jax.envs.base import Env, lacks_hook, make, split_seed
-from prover_jax.judges.base import render_trajectory
+from prover_jax.judges.base import config_get, render_trajectory
 from prover_jax.judges.client import ChatEndpoint, join_path
 from prover_jax.judges.tools import as_int
 from prover_jax.rollout.trajectory import Trajectory
@@ -56,6 +56,10 @@ LABEL_SCHEMA = {
     "required": ["labels"], "additionalProperties": False,
 }
 LABEL_WORDS = {"good": GOOD, "bad": BAD}
+# the fields of config.credit.critic.openai passed on (those set)
+SECTION_KEYS = ("base_url", "model", "api_key_env", "timeout_s", "max_retries", "max_calls_per_step",
+                "usd_per_m_input", "usd_per_m_output", "cache", "backoff_base_s", "backoff_max_s",
+                "max_concurrency", "obs_chars", "max_chars", "temperature", "structured", "enable_thinking")
 _FENCE_RE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
 
 
@@ -155,6 +159,7 @@ def privileged_text(env: Env, seed: int) -> str:
     return "\n".join(lines)
 
 
+@register_critic("openai")
 class OpenAICritic(TurnCritic):
     """The LLM critic (see the module docstring). The arguments are config.credit.critic.openai's fields;
     `endpoint`: `judges.client.ChatEndpoint`'s settings (base_url, api_key_env, api_key, timeout_s,
@@ -180,6 +185,13 @@ class OpenAICritic(TurnCritic):
         self.temperature, self.structured = float(temperature), bool(structured)
         self._privileged: dict[int, str] = {}
         super().__init__()
+
+    @classmethod
+    def from_section(cls, section, env_name, env_kwargs=None, workdir=None, **kwargs) -> "OpenAICritic":
+        """From config.credit.critic.openai's set fields (unset: defaults)."""
+        sub = config_get(section, "openai")
+        args = {k: config_get(sub, k) for k in SECTION_KEYS if config_get(sub, k) is not None}
+        return cls(env_name, env_kwargs, workdir=workdir, **{**args, **kwargs})
 
     @property
     def cache(self):

@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import logging
 
-from prover_jax.credit.critic import BAD, GOOD, NEUTRAL, TurnCritic
+from prover_jax.credit.critic import BAD, GOOD, NEUTRAL, TurnCritic, register_critic
 from prover_jax.envs.base import lacks_hook, make
+from prover_jax.judges.base import config_get
 from prover_jax.rollout.trajectory import Trajectory
 
 log = logging.getLogger(__name__)
@@ -47,8 +48,16 @@ def no_policy(env_name: str) -> str:
             "none: use credit.critic.name='openai' for it")
 
 
+@register_critic("oracle")
 class OracleCritic(TurnCritic):
     """Labels from exact DP values under a reference policy (see the module docstring)."""
+
+    @classmethod
+    def from_section(cls, section, env_name, env_kwargs=None, workdir=None, **kwargs) -> "OracleCritic":
+        """From config.credit.critic's oracle_eps, oracle_tol, oracle_max_states (unset: defaults)."""
+        args = {"eps": config_get(section, "oracle_eps"), "tol": config_get(section, "oracle_tol"),
+                "max_states": config_get(section, "oracle_max_states")}
+        return cls(env_name, env_kwargs, **{k: v for k, v in args.items() if v is not None}, **kwargs)
 
     def __init__(self, env_name: str, env_kwargs: dict | None = None, *, eps: float = 0.1, tol: float = 1e-9,
                  max_states: int = 200_000):

@@ -4,5 +4,7 @@
 
 Files: protocol (request validation, response shapes, the OpenAI error shape), tools (Qwen
 `<tool_call>` blocks -> OpenAI tool_calls), worker (the thread that owns the Driver, bounded queue),
-chat (prompt rendering, one request end to end), app (FastAPI routes), cli (the console script).
+chat (prompt rendering, one request end to end), app (FastAPI routes), service (build_service: checkpoint
+-> running ChatService; ServerThread), beside (the judge served in the training process), cli (the
+console script: flags and main only).
 """

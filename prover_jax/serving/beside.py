@@ -79,7 +79,7 @@ class LocalJudge:
         port) behind a random API key (`.api_key`, for the judge's client) and points judge.openai at it
         (base_url, model, zero prices). Mutates `judge_section`."""
         from prover_jax.serving.app import create_app
-        from prover_jax.serving.cli import ServerThread, build_service
+        from prover_jax.serving.service import ServerThread, build_service
 
         check_section(judge_section)
         s = judge_section.serve

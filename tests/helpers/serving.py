@@ -102,7 +102,7 @@ def serve(folder: str, model: str, **build_kwargs):
     """Generator for a module fixture: yields (checkpoint path, ChatService, ServerThread) of a tiny
     serving checkpoint written under `folder` (float32, prefill pieces of 256), then stops both."""
     from prover_jax.serving.app import create_app
-    from prover_jax.serving.cli import ServerThread, build_service
+    from prover_jax.serving.service import ServerThread, build_service
 
     path = make_serving_checkpoint(folder)
     service = build_service(path, served_model_name=model, max_prefill_length=256, dtype="float32", **build_kwargs)
@@ -118,7 +118,7 @@ def serve_folder(path: str, model: str, **build_kwargs):
     import openai
 
     from prover_jax.serving.app import create_app
-    from prover_jax.serving.cli import ServerThread, build_service
+    from prover_jax.serving.service import ServerThread, build_service
 
     service = build_service(path, served_model_name=model, dtype="float32", **build_kwargs)
     srv = ServerThread(create_app(service)).start()

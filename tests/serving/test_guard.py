@@ -8,8 +8,8 @@ import pytest
 
 from prover_jax.serving import cli
 from prover_jax.serving.app import create_app
-from prover_jax.serving.cli import ServerThread
 from prover_jax.serving.guard import check_bind, is_loopback
+from prover_jax.serving.service import ServerThread
 
 from helpers import serving as SF
 

@@ -10,7 +10,7 @@ import pytest
 from absl import flags
 
 from prover_jax.serving.app import create_app
-from prover_jax.serving.cli import ServerThread, build_service
+from prover_jax.serving.service import ServerThread, build_service
 from prover_jax.serving.tools import parse_tool_calls
 
 from helpers import serving as SF
