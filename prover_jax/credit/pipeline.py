@@ -29,7 +29,7 @@ Times in the metrics (seconds):
     time/credit_wait_s  the last training episode ended -> credit complete (critical path)
     time/judge_s        sum over judge calls of their duration (busy; calls overlap)
     time/verify_s       wall time with at least one continuation running (busy; overlaps rollouts)
-    prover/cancelled_continuations  speculative continuations stopped (or never started) as wrong
+    prover/cancelled_continuations  speculative continuations started, then cancelled as wrong
 """
 
 from __future__ import annotations

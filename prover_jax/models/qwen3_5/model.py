@@ -319,9 +319,9 @@ class Qwen3_5(nnx.Module):
         if self.config.tie_word_embeddings and cpu and jnp.dtype(self.dtype).itemsize == 2:
             E = self.embed_tokens[...].astype(self.dtype)
             out = jax.lax.dot_general(h, E, (((h.ndim - 1,), (1,)), ((), ())), preferred_element_type=jnp.float32)
-            return constrain(out, ("batch", "length", "act_vocab"), self.mesh)
-        w = (self.embed_tokens[...].T if self.config.tie_word_embeddings else self.lm_head[...])
-        out = dot_rows(h, w.astype(self.dtype), cpu, preferred_element_type=jnp.float32)  # flat on CPU
+        else:
+            w = (self.embed_tokens[...].T if self.config.tie_word_embeddings else self.lm_head[...])
+            out = dot_rows(h, w.astype(self.dtype), cpu, preferred_element_type=jnp.float32)  # flat on CPU
         return constrain(out, ("batch", "length", "act_vocab"), self.mesh)
 
     def __call__(self, tokens_BxT, *, mask_BxT=None, positions_BxT=None, cache: Cache | None = None,
