@@ -242,9 +242,9 @@ def decode_overhead(sft_dir: str, steps_per_call: int = 1) -> dict:
     trainer = Trainer(c, sft_dir)
     try:
         r = c.rollout
-        engine = trainer.engine
+        engine = trainer.run.engine
         kw = {"steps_per_call": steps_per_call} if steps_per_call != 1 else {}  # (1 also runs older drivers)
-        driver = Driver(engine, params=trainer.driver.params, **kw)
+        driver = Driver(engine, params=trainer.run.driver.params, **kw)
         S, N = r.max_concurrent_decodes, DECODE_TOKENS
         prompts = np.random.default_rng(0).integers(3, 500, (S, 32))
         reqs = [Request(p.tolist(), SamplingParams(temperature=1.0), max_new_tokens=N, seed=i)

@@ -19,7 +19,7 @@ ALLOWED = {
     "tpu_env": set(),
     "prover_jax": {"tpu_env"},  # the package itself: libtpu's environment before anything starts JAX
     "sharding": set(),
-    "models": {"sharding"},
+    "models": {"sharding", "registry"},  # registry: the model-family table (models.families)
     "convert": {"models", "sharding"},
     "distributed": {"sharding"},
     "sampling": {"models", "sharding", "convert"},  # convert: reading checkpoints (sampling.loader)

@@ -43,26 +43,25 @@ from prover_jax.aot.chips import GIB, parse_slice
 USABLE = 0.9  # fraction of the GPU's memory a layout may plan for
 
 
-def _gpu_gdn_chunk() -> int:
-    from prover_jax.models.qwen3_5.delta_rule import backend_defaults
-    return backend_defaults("gpu")["chunk_size"]
+def _gpu_gdn_chunk(cfg) -> int:
+    """The delta-rule chunk the family's runtime takes on a GPU by default."""
+    from prover_jax.models import family_for
+    return family_for(cfg).resolve_runtime("gpu", cudnn=False).gdn_chunk
 
 
 def _counts(cfg):
-    from prover_jax.models.qwen3_5.config import FULL
-    n_full = sum(1 for k in cfg.layer_types if k == FULL)
-    return n_full, len(cfg.layer_types) - n_full
+    return cfg.full_attention_layers, cfg.num_hidden_layers - cfg.full_attention_layers
 
 
 def train_step_bytes(cfg, *, shards: int, rows_per_device: float, length: int, logprob_chunk: int,
                      param_bytes: int = 4, scan_layers: bool = True, gdn_chunk: int | None = None,
                      block_layers: int = 4, lora_params: int = 0) -> dict:
     """Bytes per device of one accumulating train step (terms in the module docstring); gdn_chunk None:
-    the delta-rule chunk a GPU runs by default (delta_rule.backend_defaults("gpu")). lora_params > 0
+    the delta-rule chunk a GPU runs by default (the family's runtime resolved for "gpu"). lora_params > 0
     (LoRA): the state is the frozen base (P x param bytes) and the adapters' fp32 values, Adam moments
     and gradients (lora_params x 16)."""
     if gdn_chunk is None:
-        gdn_chunk = _gpu_gdn_chunk()
+        gdn_chunk = _gpu_gdn_chunk(cfg)
     P = cfg.param_count()
     D, I, V = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size
     H, Hkv, hd = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim

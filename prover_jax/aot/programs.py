@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from prover_jax.models import qwen3_5
+from prover_jax.models import family_for
 from prover_jax.sharding import make_mesh, tree_shardings
 
 FNS = ("train_step", "logprob", "generate", "prefill", "judge_generate", "judge_prefill")
@@ -48,21 +47,17 @@ class Program:
     resident_bytes: float = 0.0  # logprob: per chip, what the run holds beside the train state (the reference)
 
 
-def model_config(config) -> qwen3_5.Qwen3_5Config:
-    """The policy's architecture: config.json of model.path when readable, else CONFIGS[model.size]."""
-    m = config.model
-    if m.init != "random" and m.path and os.path.isfile(os.path.join(m.path, "config.json")):
-        return qwen3_5.Qwen3_5Config.from_pretrained(m.path)
-    if m.size not in qwen3_5.CONFIGS:
-        raise ValueError(f"model.size {m.size!r} is not in CONFIGS {sorted(qwen3_5.CONFIGS)} and model.path "
-                         f"{m.path!r} has no config.json: cannot size the model")
-    return qwen3_5.CONFIGS[m.size]
+def model_config(config):
+    """The policy's architecture (training.build.architecture): config.json of model.path when readable,
+    else the named size model.size."""
+    from prover_jax.training.build import architecture
+    return architecture(config)[1]
 
 
-def matmul_params(cfg: qwen3_5.Qwen3_5Config) -> int:
+def matmul_params(cfg) -> int:
     """Weights that enter a matmul per token: all matrices but the embedding lookup (the lm_head
     counts, tied or not)."""
-    abstract = qwen3_5.abstract_model(cfg)
+    abstract = family_for(cfg).abstract_model(cfg)
     _, params = nnx.split(abstract, nnx.Param)
     total = sum(math.prod(x.shape) for x in jax.tree.leaves(params) if len(x.shape) >= 2)
     if not cfg.tie_word_embeddings:
@@ -72,15 +67,14 @@ def matmul_params(cfg: qwen3_5.Qwen3_5Config) -> int:
 
 def full_attention_flops_per_token(cfg, context: int) -> float:
     """Forward flops per token of full attention's q k^T and p v over `context` keys on average."""
-    full = sum(1 for k in cfg.layer_types if k == qwen3_5.FULL)
-    return full * 4.0 * cfg.num_attention_heads * cfg.head_dim * context
+    return cfg.full_attention_layers * 4.0 * cfg.num_attention_heads * cfg.head_dim * context
 
 
 def attention_flops_per_token(cfg, context: int) -> float:
     """Forward flops per token of the sequence mixers beyond their projections: full attention
     (causal context of `context` tokens on average) and the delta rule's state reads/writes
     (~3 dk x dv products per value head)."""
-    lin = sum(1 for k in cfg.layer_types if k != qwen3_5.FULL)
+    lin = cfg.num_hidden_layers - cfg.full_attention_layers
     gdn = 6.0 * cfg.linear_num_value_heads * cfg.linear_key_head_dim * cfg.linear_value_head_dim
     return full_attention_flops_per_token(cfg, context) + lin * gdn
 
@@ -92,11 +86,12 @@ def _with_shardings(abstract_tree, shardings_tree):
 
 def abstract_params(cfg, mesh, *, dtype, param_dtype, runtime=None):
     """(graphdef, params as sharded ShapeDtypeStructs) of the model on `mesh`."""
-    model = qwen3_5.abstract_model(cfg, dtype=dtype, param_dtype=param_dtype, mesh=mesh)
+    fam = family_for(cfg)
+    model = fam.abstract_model(cfg, dtype=dtype, param_dtype=param_dtype, mesh=mesh)
     if runtime is not None:
         model.runtime = runtime
     graphdef, params = nnx.split(model, nnx.Param)
-    return graphdef, _placed(params, qwen3_5.param_shardings(model, mesh)), model
+    return graphdef, _placed(params, fam.param_shardings(model, mesh)), model
 
 
 def _placed(state, shardings: dict):
@@ -180,11 +175,12 @@ def lora_params(config, mesh: Mesh):
     if spec is None:
         return None
     cfg = model_config(c)
-    model = nnx.eval_shape(lambda: apply_lora(qwen3_5.Qwen3_5(
+    fam = family_for(cfg)
+    model = nnx.eval_shape(lambda: apply_lora(fam.model_class(
         cfg, rngs=nnx.Rngs(0), dtype=DTYPES[c.model.dtype], param_dtype=DTYPES[c.model.param_dtype], mesh=mesh),
         spec))
     model.runtime = model_runtime(c, mesh)
-    shardings = qwen3_5.param_shardings(model, mesh)
+    shardings = fam.param_shardings(model, mesh)
     graphdef, adapters, base = split_lora(model)
     return graphdef, _placed(adapters, shardings), _placed(base, shardings)
 

@@ -17,7 +17,7 @@ from absl import app, flags
 
 from prover_jax.convert.orbax_io import (is_train_workdir, load_checkpoint, load_train_adapters,
                                         load_train_checkpoint, save_checkpoint)
-from prover_jax.models import qwen3_5
+from prover_jax.models import load_hf, save_hf
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("hf_dir", None, "HF checkpoint folder to import.")
@@ -36,14 +36,14 @@ def main(argv):
     del argv
     t0 = time.time()
     if FLAGS.hf_dir and FLAGS.out and not (FLAGS.ckpt or FLAGS.out_hf):
-        model = qwen3_5.load_hf(FLAGS.hf_dir, dtype=jnp.float32)
+        model = load_hf(FLAGS.hf_dir, dtype=jnp.float32)
         save_checkpoint(model, FLAGS.out)
         print(f"wrote {FLAGS.out} ({model.config.param_count():,} params) in {time.time() - t0:.1f}s")
     elif FLAGS.ckpt and FLAGS.out_hf and not (FLAGS.hf_dir or FLAGS.out):
         model = (load_train_checkpoint(FLAGS.ckpt, FLAGS.step) if is_train_workdir(FLAGS.ckpt)
                  else load_checkpoint(FLAGS.ckpt))
-        qwen3_5.save_hf(model, FLAGS.out_hf, dtype=FLAGS.dtype and jnp.dtype(FLAGS.dtype),
-                        max_shard_bytes=FLAGS.max_shard_mb * 2 ** 20)
+        save_hf(model, FLAGS.out_hf, dtype=FLAGS.dtype and jnp.dtype(FLAGS.dtype),
+                max_shard_bytes=FLAGS.max_shard_mb * 2 ** 20)
         print(f"wrote {FLAGS.out_hf} in {time.time() - t0:.1f}s")
     elif FLAGS.ckpt and FLAGS.out_peft and not (FLAGS.hf_dir or FLAGS.out or FLAGS.out_hf):
         from prover_jax.models.lora import LoraSpec, adapter_count, write_peft

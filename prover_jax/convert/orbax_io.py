@@ -17,8 +17,8 @@ import numpy as np
 import orbax.checkpoint as ocp
 from flax import nnx
 
-from prover_jax.models import qwen3_5
-from prover_jax.models.qwen3_5.params import TOKENIZER_FILES
+from prover_jax.models import read_config
+from prover_jax.models.hf_folder import TOKENIZER_FILES, HFSource
 
 PARAMS_DIR = "params"
 LORA_FILE = "lora.json"  # in a LoRA run's W/model: model.lora and the base model's path
@@ -29,7 +29,7 @@ def is_prover_checkpoint(path: str) -> bool:
         os.path.join(path, "config.json"))
 
 
-def save_checkpoint(model: qwen3_5.Qwen3_5, path: str) -> None:
+def save_checkpoint(model: nnx.Module, path: str) -> None:
     """Writes `model` (params as stored, e.g. fp32) to a prover checkpoint folder."""
     path = os.path.abspath(path)
     if os.path.exists(os.path.join(path, PARAMS_DIR)):
@@ -51,16 +51,17 @@ def save_checkpoint(model: qwen3_5.Qwen3_5, path: str) -> None:
         ckptr.save(os.path.join(path, PARAMS_DIR), state)
 
 
-def load_checkpoint(path: str, dtype=jnp.float32, mesh=None, compute_dtype=None) -> qwen3_5.Qwen3_5:
-    """Restores a prover checkpoint into a Qwen3_5 (params cast to `dtype`, sharded over `mesh`)."""
+def load_checkpoint(path: str, dtype=jnp.float32, mesh=None, compute_dtype=None) -> nnx.Module:
+    """Restores a prover checkpoint into a model of its config.json's family (params cast to `dtype`,
+    sharded over `mesh`)."""
     path = os.path.abspath(path)
     if not is_prover_checkpoint(path):
         raise FileNotFoundError(f"{path} is not a prover checkpoint (needs config.json and {PARAMS_DIR}/)")
-    cfg = qwen3_5.Qwen3_5Config.from_pretrained(path)
+    fam, cfg = read_config(path)
     compute_dtype = dtype if compute_dtype is None else compute_dtype
-    abstract = qwen3_5.abstract_model(cfg, dtype=compute_dtype, param_dtype=dtype, mesh=mesh)
+    abstract = fam.abstract_model(cfg, dtype=compute_dtype, param_dtype=dtype, mesh=mesh)
     graphdef, abs_state = nnx.split(abstract)
-    shardings = qwen3_5.param_shardings(abstract, mesh) if mesh is not None else None
+    shardings = fam.param_shardings(abstract, mesh) if mesh is not None else None
     device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
     flat = {}
     for p, var in nnx.to_flat_state(abs_state):
@@ -78,7 +79,7 @@ def load_checkpoint(path: str, dtype=jnp.float32, mesh=None, compute_dtype=None)
     model = nnx.merge(graphdef, abs_state)
     with open(os.path.join(path, "source.json")) as f:
         src = json.load(f)
-    model.hf_source = qwen3_5.HFSource(path, tuple(sorted(src.get("dtypes", {}).items())))
+    model.hf_source = HFSource(path, tuple(sorted(src.get("dtypes", {}).items())))
     return model
 
 
@@ -92,7 +93,7 @@ def is_train_workdir(path: str) -> bool:
     return (p / "checkpoints").is_dir() and (p / MODEL_DIR / "config.json").exists()
 
 
-def load_train_checkpoint(workdir: str, step: int | None = None, dtype=jnp.float32) -> qwen3_5.Qwen3_5:
+def load_train_checkpoint(workdir: str, step: int | None = None, dtype=jnp.float32) -> nnx.Module:
     """The policy of a `prover-train` checkpoint (the newest, or `step`), restored on ONE host from
     the shards every process of a (multi-host) run wrote; only the params are read."""
     from etils import epath
@@ -107,8 +108,8 @@ def load_train_checkpoint(workdir: str, step: int | None = None, dtype=jnp.float
         local = tempfile.mkdtemp(prefix="prover-model-")
         for f in (root / MODEL_DIR).iterdir():
             (epath.Path(local) / f.name).write_bytes(f.read_bytes())
-    cfg = qwen3_5.Qwen3_5Config.from_pretrained(local)
-    abstract = qwen3_5.abstract_model(cfg, dtype=dtype, param_dtype=dtype)
+    fam, cfg = read_config(local)
+    abstract = fam.abstract_model(cfg, dtype=dtype, param_dtype=dtype)
     graphdef, abs_params = nnx.split(abstract, nnx.Param)
     device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
     target = jax.tree.map(lambda v: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=device), abs_params)
@@ -122,7 +123,7 @@ def load_train_checkpoint(workdir: str, step: int | None = None, dtype=jnp.float
         raise ValueError(f"cannot restore the params of step {step} from {root}/checkpoints: "
                          f"{str(e).splitlines()[0][:300]}") from None
     model = nnx.merge(graphdef, restored["params"])
-    model.hf_source = qwen3_5.HFSource(local, ())
+    model.hf_source = HFSource(local, ())
     return model
 
 

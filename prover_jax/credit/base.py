@@ -1,14 +1,19 @@
-"""Credit assignment methods: named estimators with one signature.
+"""The credit-method contract: named estimators with one signature.
 
     method = make_credit("prover", config.credit, judge=judge, verifier=verifier)
+    method.begin_step()                  # once per step (assign calls it): resets judge / critic budgets
     out = method.assign(groups)          # groups[g] = the G trajectories of task g
     out.advantages[g][i]                 # float32 [len(tokens)] per-token advantage of trajectory i
     out.metrics                          # e.g. prover/accepted, judge/cost_usd
     out.groups                           # None, or the groups trained on (played + extra episodes)
 
-Advantages are zero off the policy tokens. A new method registers itself with `@register_credit`,
-declares what it needs (`CreditMethod.needs`: a judge, a verifier and its pool, a critic, extra
-episodes in the batch, the metrics it reports) and needs no change to the training loop.
+Advantages are zero off the policy tokens. A new method is one module: it registers itself with
+`@register_credit`, declares what it needs (`CreditMethod.needs`: a judge, a verifier and its pool, a
+critic, extra episodes in the batch, the metrics it reports, its headline figures), owns its config
+section (`default_config`: config.credit.<name>) and needs no change to the training loop. The maths
+methods share (GRPO's outcome term, the eligibility band, the shortest success) is in `credit.common`;
+a method that samples continuations the step pipeline may overlap with the rollout implements
+`credit.overlap.OverlapCredit`.
 
 Every method reports `credit/extra_policy_tokens`: the policy tokens it had SAMPLED beyond the
 step's own episodes (verification continuations, extra rollouts); inherited history is not counted.
@@ -20,8 +25,10 @@ import abc
 import dataclasses
 from typing import Any, Protocol, Sequence
 
+import ml_collections
 import numpy as np
 
+from prover_jax.credit.common import rewards  # noqa: F401  (training.dynamic reads it here)
 from prover_jax.registry import Registry
 from prover_jax.rollout.trajectory import Trajectory
 
@@ -56,6 +63,24 @@ COMMON_METRICS = (EXTRA_TOKENS, "time/rollout_s", "time/credit_wait_s", "time/ju
 
 
 @dataclasses.dataclass(frozen=True)
+class Figure:
+    """A headline figure of a method, over a run's steps: sum(num) / sum(den) (a rate, den set) or
+    sum(num) (a count); num and den are metric names the method reports.
+
+    name / short: its label in the summary / the progress bar; key / den_key: the summary.json keys
+    of the figure and of sum(den); den_name: what den counts (the summary's "of N <den_name>").
+    """
+
+    name: str
+    short: str
+    key: str
+    num: str
+    den: str = ""
+    den_key: str = ""
+    den_name: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
 class Needs:
     """What a credit method asks the trainer for (the trainer wires this and names no method).
 
@@ -66,6 +91,7 @@ class Needs:
     extra_episodes: `CreditOutput.groups` may hold more episodes than were played; they are trained on.
     metrics: the names the method reports; the trainer writes every one at every step (0 when the
         method had nothing to report), so all rows of a run, and all runs of a method, share keys.
+    headline: the figures the progress bar and the run's summary show for the method (`Figure`).
     """
 
     judge: bool = False
@@ -74,18 +100,46 @@ class Needs:
     critic: bool = False
     extra_episodes: bool = False
     metrics: tuple[str, ...] = ()
+    headline: tuple[Figure, ...] = ()
+
+
+# old config fields -> where they live now; a config that still sets one is refused by the new name
+MOVED = {"prover.band_low": "band_low", "prover.band_high": "band_high"}
+
+
+def refuse_moved(config: Any) -> None:
+    """ValueError naming the new field when the credit config sets a field of `MOVED`."""
+    for old, new in MOVED.items():
+        section, _, field = old.rpartition(".")
+        sub = config.get(section) if hasattr(config, "get") else getattr(config, section, None)
+        if sub is not None and (field in sub if hasattr(sub, "keys") else hasattr(sub, field)):
+            raise ValueError(f"credit.{old} is now credit.{new}: set --config.credit.{new} instead")
 
 
 class CreditMethod(abc.ABC):
-    """An estimator of per-token advantages for a batch of task groups."""
+    """An estimator of per-token advantages for a batch of task groups.
+
+    headline: its `Needs.headline` (class-level, so the progress bar can find it from the metrics).
+    """
+
+    headline: tuple[Figure, ...] = ()
 
     def __init__(self, config: Any, **deps):
+        refuse_moved(config)
         self.config = config
 
     @classmethod
     def needs(cls, config: Any, groups: int, group_size: int) -> Needs:
         """What this method needs for `groups` task groups of `group_size` episodes per process."""
-        return Needs()
+        return Needs(headline=cls.headline)
+
+    @classmethod
+    def default_config(cls) -> ml_collections.ConfigDict | None:
+        """Its section of the credit config, config.credit.<name> (None: it has none)."""
+        return None
+
+    def begin_step(self) -> None:
+        """Called once per step before its credit (resets the step's judge / critic budgets)."""
 
     @abc.abstractmethod
     def assign(self, groups: Sequence[Sequence[Trajectory]]) -> CreditOutput: ...
@@ -108,50 +162,15 @@ def credit_names() -> list[str]:
     return METHODS.names()
 
 
-def rewards(group: Sequence[Trajectory]) -> np.ndarray:
-    """R_i in {0, 1}: terminal success of each trajectory."""
-    return np.asarray([float(t.success) for t in group], np.float32)
+def method_sections() -> dict[str, ml_collections.ConfigDict]:
+    """name -> config.credit.<name>, every registered method's own section (those that have one)."""
+    return {name: section for name in credit_names()
+            if (section := credit_class(name).default_config()) is not None}
 
 
-STD_SCOPES = ("none", "group", "batch")
-
-
-def std_scope(config: Any) -> str:
-    """`credit.std_scope` of a credit config (ConfigDict or dict): none | group | batch."""
-    get = config.get if hasattr(config, "get") else (lambda k, d: getattr(config, k, d))
-    scope = str(get("std_scope", "none"))
-    if scope not in STD_SCOPES:
-        raise ValueError(f"credit.std_scope: unknown scope {scope!r}; expected one of {', '.join(STD_SCOPES)}")
-    return scope
-
-
-def outcome_scales(r_groups: Sequence[np.ndarray], scope: str = "none") -> list[float]:
-    """The divisor of each group's centred rewards: 1 (none), std_g(R) + 1e-6 (group), or the std of
-    every reward of the batch pooled + 1e-6 (batch)."""
-    r_groups = [np.asarray(r, np.float32) for r in r_groups]
-    if scope == "none":
-        return [1.0] * len(r_groups)
-    if scope == "group":
-        return [float(r.std()) + 1e-6 for r in r_groups]
-    if scope == "batch":
-        pooled = float(np.concatenate(r_groups).std()) if r_groups else 0.0
-        return [pooled + 1e-6] * len(r_groups)
-    raise ValueError(f"credit.std_scope: unknown scope {scope!r}; expected one of {', '.join(STD_SCOPES)}")
-
-
-def outcome_advantages(r_groups: Sequence[np.ndarray], scope: str = "none") -> list[np.ndarray]:
-    """A_i = (R_i - mean_g(R)) / s_g per group g: s_g = 1 (scope none: Dr.GRPO, ProVer's setting),
-    std_g(R) + 1e-6 (group: classic GRPO) or std(R) + 1e-6 over the batch's rewards pooled (batch:
-    group-centred, batch-scaled, so a group's few successes are not inflated as group scaling does)."""
-    return [(np.asarray(r, np.float32) - np.asarray(r, np.float32).mean()) / np.float32(s)
-            for r, s in zip(r_groups, outcome_scales(r_groups, scope))]
-
-
-def group_outcome_advantages(groups: Sequence[Sequence[Trajectory]], config: Any) -> list[np.ndarray]:
-    """`outcome_advantages` of the groups' terminal rewards at `config`'s std_scope."""
-    return outcome_advantages([rewards(g) for g in groups], std_scope(config))
-
-
-def broadcast(traj: Trajectory, value: float) -> np.ndarray:
-    """value on every policy token of `traj`, 0 elsewhere."""
-    return np.where(np.asarray(traj.policy_mask, bool), np.float32(value), np.float32(0.0))
+def headlines() -> list[Figure]:
+    """Every registered method's headline figures (each once), in name order."""
+    out: list[Figure] = []
+    for name in credit_names():
+        out += [f for f in credit_class(name).headline if f not in out]
+    return out

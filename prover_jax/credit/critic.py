@@ -38,10 +38,11 @@ import threading
 import time
 from typing import Any, Sequence
 
+import ml_collections
 import numpy as np
 
-from prover_jax.credit.base import (EXTRA_TOKENS, CreditMethod, CreditOutput, Needs, broadcast,
-                                    group_outcome_advantages, register_credit)
+from prover_jax.credit.base import EXTRA_TOKENS, CreditMethod, CreditOutput, Needs, register_credit
+from prover_jax.credit.common import broadcast, group_outcome_advantages
 from prover_jax.judges.base import config_get
 from prover_jax.registry import Registry
 from prover_jax.rollout.trajectory import Trajectory
@@ -77,7 +78,7 @@ def check_labels(traj: Trajectory, labels: Any) -> list[int]:
 @register_credit("critic")
 class Critic(CreditMethod):
     """Needs `critic` (`make_critic`): an object with label(group) -> labels[i][t] in {-1, 0, +1}
-    (label_many(groups) when it has one, begin_step() when it has one) and usage counters (USAGE)."""
+    (label_many(groups) when it has one), begin_step() and usage counters (USAGE)."""
 
     def __init__(self, config: Any, critic=None, seed: int = 0, **deps):
         super().__init__(config)
@@ -88,13 +89,44 @@ class Critic(CreditMethod):
         self.beta = float(config_get(section, "beta", 0.2))
 
     @classmethod
+    def default_config(cls) -> ml_collections.ConfigDict:
+        """config.credit.critic: the critic (`make_critic`) and the turn reward's weight."""
+        s = ml_collections.ConfigDict()
+        s.name = "oracle"  # oracle (exact DP value rises; built-in envs) | openai (LLM)
+        s.beta = 0.2  # turn reward +beta (good) / -beta (bad) added to A^GRPO on its tokens
+        s.oracle_eps = 0.1  # oracle reference policy: (1 - eps) expert + eps uniform over admissible actions
+        s.oracle_tol = 1e-9  # oracle: |V(s_t+1) - V(s_t)| <= tol is labelled 0 (raise it: a spent turn is 0)
+        s.oracle_max_states = 200_000  # oracle: most DP states expanded per step (~5k/s); then turns dropped
+        s.openai = ml_collections.ConfigDict()  # the LLM critic (name = openai); one call per trajectory
+        s.openai.base_url = ""  # any OpenAI-compatible endpoint (empty: the client's default)
+        s.openai.model = "gpt-4.1-mini"  # the critic model
+        s.openai.api_key_env = "OPENAI_API_KEY"  # env variable with the key (not needed when self-hosted)
+        s.openai.timeout_s = 60.0  # per request; a timeout drops the trajectory's labels (not retried)
+        s.openai.max_retries = 4  # retries of 429 / 5xx / connection errors, exponential backoff
+        s.openai.max_calls_per_step = 256  # budget; over it, trajectories stay unlabelled (critic/dropped)
+        s.openai.usd_per_m_input = 0.4  # price per million prompt tokens (critic/cost_usd)
+        s.openai.usd_per_m_output = 1.6  # price per million completion tokens
+        s.openai.cache = True  # responses cached by content hash in WORKDIR/critic_cache
+        s.openai.backoff_base_s = 1.0  # retry wait = base * 2^attempt (capped), Retry-After honoured
+        s.openai.backoff_max_s = 30.0  # cap of one retry wait
+        s.openai.max_concurrency = 16  # critic calls in flight at once
+        s.openai.obs_chars = 600  # characters per observation in the prompt (fewer when the prompt is long)
+        s.openai.max_chars = 24000  # the prompt's trajectory text is clipped to about this many characters
+        s.openai.temperature = 0.0  # sampling temperature; < 0: not sent (models that reject it)
+        s.openai.structured = True  # response_format json_schema; False: plain JSON asked in the prompt
+        s.openai.enable_thinking = ml_collections.config_dict.placeholder(bool)  # as the judge's
+        return s
+
+    @classmethod
     def needs(cls, config: Any, groups: int, group_size: int) -> Needs:
         return Needs(critic=True, metrics=METRICS)
 
+    def begin_step(self) -> None:
+        self.critic.begin_step()
+
     def assign(self, groups: Sequence[Sequence[Trajectory]]) -> CreditOutput:
         critic = self.critic
-        if hasattr(critic, "begin_step"):
-            critic.begin_step()
+        self.begin_step()
         t0 = time.perf_counter()
         if hasattr(critic, "label_many"):
             labels = critic.label_many(groups)

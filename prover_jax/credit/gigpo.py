@@ -32,10 +32,11 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import ml_collections
 import numpy as np
 
-from prover_jax.credit.base import (EXTRA_TOKENS, CreditMethod, CreditOutput, Needs, broadcast,
-                                    outcome_advantages, register_credit, rewards)
+from prover_jax.credit.base import EXTRA_TOKENS, CreditMethod, CreditOutput, Needs, register_credit
+from prover_jax.credit.common import broadcast, outcome_advantages, rewards
 from prover_jax.judges.contrastive import IGNORED_FIELDS, Interner, state_key
 from prover_jax.rollout.trajectory import Trajectory
 
@@ -88,6 +89,15 @@ class GiGPO(CreditMethod):
         if not 0.0 <= g.gamma <= 1.0:
             raise ValueError(f"credit.gigpo.gamma must be in [0, 1], got {g.gamma}")
         self.gamma, self.omega, self.use_std = float(g.gamma), float(g.omega), bool(g.std)
+
+    @classmethod
+    def default_config(cls) -> ml_collections.ConfigDict:
+        """config.credit.gigpo."""
+        s = ml_collections.ConfigDict()
+        s.gamma = 0.95  # discount of the step returns
+        s.omega = 1.0  # weight of the step advantage
+        s.std = False  # divide both advantages by their group's std + 1e-6 (mean_std_norm)
+        return s
 
     @classmethod
     def needs(cls, config: Any, groups: int, group_size: int) -> Needs:

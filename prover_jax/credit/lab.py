@@ -55,7 +55,8 @@ import zlib
 import numpy as np
 
 from prover_jax.credit import lab_truth as lt
-from prover_jax.credit.base import credit_class, credit_names, group_outcome_advantages, make_credit
+from prover_jax.credit.base import credit_class, credit_names, make_credit
+from prover_jax.credit.common import group_outcome_advantages
 from prover_jax.credit.verify import PolicyVerifier
 from prover_jax.envs import make
 from prover_jax.training.config import default_config

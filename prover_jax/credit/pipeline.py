@@ -1,35 +1,40 @@
-"""One RL step's rollouts and credit, overlapped: judges and verification start while episodes run.
+"""One RL step's rollouts and credit, overlapped: plans and continuations start while episodes run.
 
     pipe = StepPipeline(rollout, pool, credit, verify_pool=vpool, judge_timeout_s=300, judge_workers=16)
     trajs, out = pipe.run(seeds, uids, group_size=G)      # out: CreditOutput (advantages, metrics)
 
-Every group's episodes start together in one `Play`. As soon as a group's G episodes have ended, a
-credit method that verifies (ProVer: `judge_group`, `starts`, `combine`) has the group judged in a
-worker thread, all groups concurrently; as soon as a proposal is valid, its 2K boundary
-continuations join the same Play, in free envs of the verification pool (queued while none are
-free), while other episodes and judges still run. The step's credit is complete when the last
-continuation ends. Other credit methods run the rollouts, then `assign`.
+Every group's episodes start together in one `Play`. For a credit method that samples continuations
+(`credit.overlap.OverlapCredit`: ProVer, budget_grpo, spo_chain), as soon as a group's G episodes have
+ended an eligible group is planned (`plan`: ProVer's judge call) in a worker thread, all groups
+concurrently; as soon as a plan is in, the continuations of its first round (`starts`) join the same
+Play, in free envs of the verification pool (queued while none are free), while other episodes and
+plans still run; when a round's continuations have all ended, the group's next round starts (budget_grpo
+plays up to three). The step's credit is complete when the last continuation ends (`combine`).
+Other credit methods run the rollouts, then `assign`.
 
-With `speculate` and a judge that answers on this host (`Judge.local`: contrastive, random), a group
-that is still playing is judged again each time one of its episodes ends once it has a success, its
-unfinished episodes counted as failures so far; the continuations of that proposal start at once. When
-the group has ended and its real judgment is in, continuations from a boundary it shares are kept, the
-others cancelled and the missing ones started (`Play.cancel_continuations` gives their seeds back), so
-the advantages are those of the unspeculated step. Failed episodes play to the turn limit, so without
-it a group's continuations could only start as the rollout ends.
+With `speculate`, a method that allows it (`OverlapCredit.speculates`: ProVer with a judge that answers
+on this host, `Judge.local`) has a group that is still playing planned again each time one of its
+episodes ends once it has a success, its unfinished episodes counted as failures so far; the
+continuations of that plan start at once. When the group has ended and its real plan is in,
+continuations from a start it shares are kept, the others cancelled and the missing ones started
+(`Play.cancel_continuations` gives their seeds back), so the advantages are those of the unspeculated
+step. Failed episodes play to the turn limit, so without it a group's continuations could only start
+as the rollout ends.
 
-A judge that raises is a dropped proposal (the judge's own rule). One that has not answered
-`judge_timeout_s` after its group ended is dropped as `timeout` and its thread abandoned (it no
-longer counts against `judge_workers`), so no group waits on another's judge and training goes on.
-With the same judge answers, the advantages equal the serial `assign`'s: every sampling seed derives
-from episode uids and boundaries, never from timing or slot placement.
+A plan that raises stops the step (a judge's own errors are dropped proposals, `Judge.propose`). One
+that has not returned `judge_timeout_s` after its group ended is replaced by the method's
+`timed_out` plan (ProVer: dropped as `timeout`) and its thread abandoned (it no longer counts against
+`judge_workers`), so no group waits on another's judge and training goes on. With the same plans,
+the advantages and metrics equal the serial `assign`'s: every sampling seed derives from episode uids
+and start turns, never from timing or slot placement.
 
 Times in the metrics (seconds):
     time/rollout_s      step start -> the last training episode ended (critical path)
     time/credit_wait_s  the last training episode ended -> credit complete (critical path)
-    time/judge_s        sum over judge calls of their duration (busy; calls overlap)
+    time/judge_s        sum over plan calls of their duration (busy; calls overlap)
     time/verify_s       wall time with at least one continuation running (busy; overlaps rollouts)
-    prover/cancelled_continuations  speculative continuations started, then cancelled as wrong
+`combine` gets the number of speculative continuations started, then cancelled as wrong (ProVer:
+prover/cancelled_continuations).
 """
 
 from __future__ import annotations
@@ -42,13 +47,12 @@ import time
 from typing import Any, Sequence
 
 from prover_jax.credit.base import CreditMethod, CreditOutput
+from prover_jax.credit.overlap import OverlapCredit
 from prover_jax.envs.pool import EnvPool
-from prover_jax.credit.prover import shortest_success
-from prover_jax.judges.base import Proposal
 from prover_jax.rollout.loop import Rollout
 from prover_jax.rollout.trajectory import Trajectory
 
-TIMEOUT_REASON = "timeout"
+Key = tuple[int, int, int, int]  # a start: (parent uid, turn, K, round)
 
 
 class StepPipeline:
@@ -59,17 +63,17 @@ class StepPipeline:
                              f"{judge_timeout_s} and {judge_workers}")
         self.rollout, self.pool, self.credit, self.verify_pool = rollout, pool, credit, verify_pool
         self.judge_timeout_s, self.judge_workers = float(judge_timeout_s), int(judge_workers)
-        self.verifies = verify_pool is not None and hasattr(credit, "judge_group")
-        self.speculate = bool(speculate) and self.verifies and getattr(credit.judge, "local", False)
-        if self.verifies and credit.config.prover.k > verify_pool.num_envs:
-            raise ValueError(f"K={credit.config.prover.k} continuations exceed the verification pool "
+        self.overlaps = verify_pool is not None and isinstance(credit, OverlapCredit)
+        self.speculate = bool(speculate) and self.overlaps and credit.speculates()
+        if self.overlaps and credit.most_envs() > verify_pool.num_envs:
+            raise ValueError(f"K={credit.most_envs()} continuations exceed the verification pool "
                              f"({verify_pool.num_envs} envs)")
 
     def run(self, seeds: Sequence[int], uids: Sequence[int], group_size: int
             ) -> tuple[list[Trajectory], CreditOutput]:
         if len(set(int(u) for u in uids)) != len(seeds):
             raise ValueError("StepPipeline.run: one distinct uid per episode")
-        if not self.verifies:
+        if not self.overlaps:
             t0 = time.perf_counter()
             trajs = self.rollout.run(self.pool, seeds, uids=uids)
             rollout_s = time.perf_counter() - t0
@@ -80,7 +84,7 @@ class StepPipeline:
 
 
 @dataclasses.dataclass
-class _Boundary:
+class _Start:
     """K continuations of `traj` from the start of `turn`: queued (children None), then playing in
     `envs` (the envs of those not yet ended)."""
     traj: Trajectory
@@ -89,23 +93,28 @@ class _Boundary:
     children: list[Trajectory] | None = None
     envs: list[int] = dataclasses.field(default_factory=list)
 
+    @property
+    def done(self) -> bool:
+        return self.children is not None and not self.envs
+
 
 class _Step:
     """The state of one pipelined step (see the module docstring)."""
 
     def __init__(self, pipe: StepPipeline, seeds, uids, G: int):
         self.pipe, self.G = pipe, G
-        self.credit = pipe.credit
+        self.credit: OverlapCredit = pipe.credit
         self.play = pipe.rollout.play()
         self.ended = collections.Counter()  # group -> episodes ended
         self.results: queue.Queue = queue.Queue()
-        self.waiting: collections.deque[int] = collections.deque()  # groups to judge, no worker yet
+        self.waiting: collections.deque[int] = collections.deque()  # groups to plan, no worker yet
         self.running: dict[int, tuple[float, float]] = {}  # group -> (deadline, call start)
-        self.judged: dict[int, tuple[int, Any, str]] = {}
-        self.bounds: dict[tuple[int, int], _Boundary] = {}  # (uid, turn) -> its continuations
-        self.queue: collections.deque[tuple[int, int]] = collections.deque()  # boundaries waiting for envs
-        self.want: dict[int, list[tuple[int, int]]] = {}  # group -> the boundaries of its proposal
-        self.speculative: set[int] = set()  # playing groups to judge again
+        self.plans: dict[int, Any] = {}  # group -> its final plan
+        self.runs: dict[int, list[list[Trajectory]]] = {}  # group -> children of each start of its ended rounds
+        self.starts: dict[Key, _Start] = {}
+        self.queue: collections.deque[Key] = collections.deque()  # starts waiting for envs
+        self.want: dict[int, list[Key]] = {}  # group -> the starts of its current round
+        self.speculative: set[int] = set()  # playing groups to plan again
         self.free_envs = list(range(pipe.verify_pool.num_envs))
         self.live_continuations = self.cancelled = 0
         self.verify_since: float | None = None
@@ -118,25 +127,24 @@ class _Step:
 
     def run(self) -> tuple[list[Trajectory], CreditOutput]:
         credit, t0 = self.credit, time.perf_counter()
-        if hasattr(credit.judge, "begin_step"):
-            credit.judge.begin_step()
+        credit.begin_step()
         self.trajs = self.pipe.rollout.start(self.play, self.pipe.pool, self.seeds, self.uids, self._episode_ended)
         while True:
             if self.play.busy:
                 self.play.advance()
             self._collect(block=not self.play.busy)
             self._speculate()
-            self._launch_judges()
+            self._launch_plans()
+            self._next_rounds()
             self._launch_continuations()
             if not (self.play.busy or self.running or self.waiting or self.waiting_groups or self.queue):
                 break
         end = time.perf_counter()
         last = self.last_episode if self.last_episode is not None else end
-        times = {"time/rollout_s": last - t0, "time/credit_wait_s": end - last, "time/judge_s": self.judge_s,
-                 "time/verify_s": self.verify_s, "prover/cancelled_continuations": self.cancelled}
-        groups = split_groups(self.trajs, self.G)
-        verified = {g: tuple(self.bounds[key].children for key in keys) for g, keys in self.want.items()}
-        return self.trajs, credit.combine(groups, self.judged, verified, times)
+        out = credit.combine(split_groups(self.trajs, self.G), self.plans, self.runs, cancelled=self.cancelled)
+        out.metrics.update({"time/rollout_s": last - t0, "time/credit_wait_s": end - last,
+                            "time/judge_s": self.judge_s, "time/verify_s": self.verify_s})
+        return self.trajs, out
 
     def _group(self, g: int) -> list[Trajectory]:
         return self.trajs[g * self.G:(g + 1) * self.G]
@@ -157,17 +165,16 @@ class _Step:
             self.speculative.add(g)
 
     def _speculate(self) -> None:
-        """Groups still playing, judged on what they played so far (unfinished = failed so far)."""
+        """Groups still playing, planned on what they played so far (unfinished = failed so far)."""
         for g in sorted(self.speculative):
             group = self._group(g)
-            out = self.credit.judge_group(group) if self.credit.is_eligible(group) else None
-            self._want(g, out)
+            self._want(g, self.credit.plan(group) if self.credit.eligible(group) else None)
         self.speculative.clear()
 
-    def _launch_judges(self) -> None:
-        while self.waiting_groups:  # groups that ended: eligible ones wait for a judge
+    def _launch_plans(self) -> None:
+        while self.waiting_groups:  # groups that ended: eligible ones wait for a worker
             g = self.waiting_groups.popleft()
-            if self.credit.is_eligible(self._group(g)):
+            if self.credit.eligible(self._group(g)):
                 self.waiting.append(g)
             else:
                 self._want(g, None)
@@ -179,16 +186,16 @@ class _Step:
 
             def work(g=g, group=group):
                 try:
-                    out = self.credit.judge_group(group)
-                except BaseException as e:  # noqa: BLE001  (judge_group itself never raises on judge errors)
+                    out = self.credit.plan(group)
+                except BaseException as e:  # noqa: BLE001  (raised again on the main thread)
                     out = e
                 self.results.put((g, out, time.perf_counter()))
 
-            threading.Thread(target=work, name=f"judge-group-{g}", daemon=True).start()
+            threading.Thread(target=work, name=f"plan-group-{g}", daemon=True).start()
 
     def _collect(self, block: bool) -> None:
-        """Judge answers that arrived (waiting for the next one when nothing else can progress), and
-        judges past their deadline dropped."""
+        """Plans that arrived (waiting for the next one when nothing else can progress), and plans
+        past their deadline replaced by the method's `timed_out` plan."""
         timeout = None
         if block and self.running:
             timeout = max(0.0, min(d for d, _ in self.running.values()) - time.perf_counter())
@@ -198,44 +205,62 @@ class _Step:
             except queue.Empty:
                 break
             timeout = None
-            if g not in self.running:  # answered after its timeout: already dropped
+            if g not in self.running:  # answered after its timeout: already replaced
                 continue
             _, started = self.running.pop(g)
             self.judge_s += t_end - started
             if isinstance(out, BaseException):
                 raise out
-            self.judged[g] = out
-            self._want(g, out)
+            self._final(g, out)
         now = time.perf_counter()
         for g, (deadline, started) in list(self.running.items()):
             if now >= deadline:
                 del self.running[g]
                 self.judge_s += now - started
-                i = shortest_success(self._group(g))
-                self.judged[g] = (i, Proposal(None, TIMEOUT_REASON, rationale=(
-                    f"no answer within judge.timeout_s={self.pipe.judge_timeout_s:g} s")), TIMEOUT_REASON)
-                self._want(g, None)
+                self._final(g, self.credit.timed_out(self._group(g), self.pipe.judge_timeout_s))
+
+    def _final(self, g: int, plan: Any) -> None:
+        self.plans[g], self.runs[g] = plan, []
+        self._want(g, plan)
 
     # Continuations.
-    def _want(self, g: int, judged: tuple[int, Any, str] | None) -> None:
-        """Group g's continuations become those of `judged`'s proposal (none unless it is valid):
-        boundaries it shares with the previous proposal are kept, the others cancelled or queued."""
-        starts = []
-        if judged is not None and judged[2] == "ok":
-            starts = self.credit.starts(self._group(g)[judged[0]], judged[1].segment)
-        keys = [(t.uid, turn) for t, turn, _ in starts]
+    def _want(self, g: int, plan: Any) -> None:
+        """Group g's first round becomes that of `plan` (None: no continuations): starts it shares with
+        the round wanted so far are kept, the others cancelled or queued."""
+        starts = self.credit.starts(self._group(g), plan, []) if plan is not None else []
+        keys = self._keys(starts, 0)
         for key in self.want.pop(g, []):
             if key not in keys:
                 self._drop(key)
+        self._queue(g, starts, keys)
+
+    def _next_rounds(self) -> None:
+        """Planned groups whose round has ended: its continuations kept, the next round queued."""
+        for g in [g for g, keys in self.want.items() if g in self.plans and all(self.starts[k].done for k in keys)]:
+            keys = self.want.pop(g)
+            self.runs[g] += [self.starts[k].children for k in keys]
+            starts = self.credit.starts(self._group(g), self.plans[g], self.runs[g])
+            self._queue(g, starts, self._keys(starts, keys[0][3] + 1))
+
+    def _keys(self, starts, round_: int) -> list[Key]:
+        keys = [(t.uid, turn, k, round_) for t, turn, k in starts]
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"{type(self.credit).__name__}.starts: a round starts twice from one (traj, turn)")
+        return keys
+
+    def _queue(self, g: int, starts, keys: list[Key]) -> None:
         for (t, turn, k), key in zip(starts, keys):
-            if key not in self.bounds:
-                self.bounds[key] = _Boundary(t, turn, k)
+            if not 1 <= k <= self.pipe.verify_pool.num_envs:
+                raise ValueError(f"{type(self.credit).__name__}.starts: K={k} continuations, the verification "
+                                 f"pool has {self.pipe.verify_pool.num_envs} envs")
+            if key not in self.starts:
+                self.starts[key] = _Start(t, turn, k)
                 self.queue.append(key)
         if keys:
             self.want[g] = keys
 
-    def _drop(self, key: tuple[int, int]) -> None:
-        b = self.bounds.pop(key)
+    def _drop(self, key: Key) -> None:
+        b = self.starts.pop(key)
         if b.children is None:
             self.queue.remove(key)
             return
@@ -254,8 +279,8 @@ class _Step:
 
     def _launch_continuations(self) -> None:
         pool = self.pipe.verify_pool
-        while self.queue and len(self.free_envs) >= self.bounds[self.queue[0]].k:
-            b = self.bounds[self.queue.popleft()]
+        while self.queue and len(self.free_envs) >= self.starts[self.queue[0]].k:
+            b = self.starts[self.queue.popleft()]
             b.envs, self.free_envs = self.free_envs[:b.k], self.free_envs[b.k:]
 
             def ended(child: Trajectory, env: int, b=b):

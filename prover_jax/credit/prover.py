@@ -1,7 +1,7 @@
 """`prover`: Propose, Verify, Credit (ProVer) on top of GRPO.
 
-For each group with success rate p in the eligibility band (band_low < p < band_high; default
-0 < p < 0.5):
+For each group with success rate p in the eligibility band (credit.band_low < p < credit.band_high;
+default 0 < p < 0.5):
   1. pick the shortest successful trajectory (fewest turns, then fewest tokens);
   2. a judge proposes ONE segment (l, r) of its turns (<= max_segment_turns, non-terminal, valid
      actions only); invalid proposals are dropped and counted by reason;
@@ -13,39 +13,34 @@ For each group with success rate p in the eligibility band (band_low < p < band_
         positive (paper): lam * max(delta, 0);  signed: lam * delta;
         threshold: lam * delta if delta > threshold else 0.
 Continuations are NOT part of the training batch. Everything else keeps A^GRPO.
+
+As an `OverlapCredit`: the plan of a group is (i, proposal, reason), its one round the two boundaries
+of a valid proposal; with a local judge (`Judge.local`) and `speculate`, a group still playing is
+judged on what it played so far.
 """
 
 from __future__ import annotations
 
 import collections
-import time
 from typing import Any, Sequence
 
+import ml_collections
 import numpy as np
 
-from prover_jax.credit.base import (EXTRA_TOKENS, CreditMethod, CreditOutput, Needs, Verifier, broadcast,
-                                    group_outcome_advantages, register_credit, rewards)
+from prover_jax.credit.base import EXTRA_TOKENS, CreditOutput, Figure, Needs, Verifier, register_credit
+from prover_jax.credit.common import (eligible, grpo_advantages, new_policy_tokens,  # noqa: F401  (eligible: tests)
+                                      select_segment, shortest_success)
+from prover_jax.credit.overlap import OverlapCredit, Start
+from prover_jax.judges.base import TIMEOUT, Proposal
 from prover_jax.rollout.trajectory import Trajectory
 
 VARIANTS = ("positive", "signed", "threshold")
 METRICS = ("prover/eligible_groups", "prover/proposals", "prover/valid_proposals", "prover/accepted",
            "prover/acceptance_rate", "prover/segment_len", "prover/delta_mean", "prover/extra_token_frac",
-           "prover/verify_policy_tokens", "prover/cancelled_continuations", "judge/calls", "judge/cost_usd", "judge/input_tokens",
-           "judge/output_tokens")
-
-
-def eligible(r_G: np.ndarray, low: float, high: float) -> bool:
-    """low < mean(R) < high."""
-    p = float(np.mean(r_G))
-    return low < p < high
-
-
-def shortest_success(group: Sequence[Trajectory]) -> int:
-    """Index of the successful trajectory with the fewest turns (ties: fewest tokens, then first)."""
-    wins = [i for i, t in enumerate(group) if t.success]
-    if not wins:
-        raise ValueError("the group has no successful trajectory")
-    return min(wins, key=lambda i: (group[i].num_turns, len(group[i].tokens), i))
+           "prover/verify_policy_tokens", "prover/cancelled_continuations", "judge/calls", "judge/cost_usd",
+           "judge/input_tokens", "judge/output_tokens")
+HEADLINE = (Figure("acceptance", "accept", "acceptance_rate", "prover/accepted", den="prover/valid_proposals",
+                   den_key="valid_proposals", den_name="valid proposals"),)
 
 
 def segment_bonus(delta: float, lam: float, variant: str, threshold: float = 0.0) -> float:
@@ -64,23 +59,6 @@ def delta_estimate(pre: Sequence[Any], post: Sequence[Any]) -> float:
     return float(np.mean([c.success for c in post]) - np.mean([c.success for c in pre]))
 
 
-def select_segment(judge, group: Sequence[Trajectory], p: Any, seed: int) -> tuple[int, Any, str]:
-    """ProVer's selection: (i, proposal, reason) with i the shortest success, the judge's segment of
-    it, validated (reason "ok" or why it was dropped); `p` is config.credit.prover."""
-    from prover_jax.judges.base import validate_segment
-
-    i = shortest_success(group)
-    failures = [t for t in group if not t.success]
-    # the judge's randomness is keyed by the trajectory: the same on any number of hosts, in any order
-    rng = np.random.default_rng([seed, group[i].uid & 0xFFFFFFFF])
-    prop = judge.propose(group[i], failures, max_segment_turns=p.max_segment_turns, rng=rng)
-    reason = prop.reason
-    if prop.segment is not None and reason == "ok":
-        l, rr = prop.segment
-        reason = validate_segment(group[i], l, rr, p.max_segment_turns) or "ok"
-    return i, prop, reason
-
-
 def segment_tokens(traj: Trajectory, l: int, r: int) -> np.ndarray:
     """bool [L]: the policy tokens of turns l..r."""
     out = np.zeros(len(traj.tokens), bool)
@@ -90,8 +68,10 @@ def segment_tokens(traj: Trajectory, l: int, r: int) -> np.ndarray:
 
 
 @register_credit("prover")
-class ProVer(CreditMethod):
+class ProVer(OverlapCredit):
     """Needs `judge` (prover_jax.judges) and `verifier` (runs continuations; see credit.base)."""
+
+    headline = HEADLINE
 
     def __init__(self, config: Any, judge=None, verifier: Verifier | None = None, seed: int = 0):
         super().__init__(config)
@@ -106,59 +86,63 @@ class ProVer(CreditMethod):
         self.seed = seed
 
     @classmethod
+    def default_config(cls) -> ml_collections.ConfigDict:
+        """config.credit.prover."""
+        s = ml_collections.ConfigDict()
+        s.k = 8  # continuations per boundary
+        s.lam = 1.0  # credit = lam * max(delta, 0) on the segment's policy tokens
+        s.max_segment_turns = 4  # longest segment (turns) a judge may propose
+        s.speculate = True  # with a local judge (contrastive, random) and credit.overlap: start a
+        # playing group's continuations from its proposal so far, cancelled if the final one differs (same result)
+        s.variant = "positive"  # positive (paper) | signed | threshold
+        s.threshold = 0.0  # for variant=threshold: credit only when delta > threshold
+        return s
+
+    @classmethod
     def needs(cls, config: Any, groups: int, group_size: int) -> Needs:
         """A judge; a verifier whose pool runs every valid proposal's 2K continuations at once (at
         most the step's own episode count, never fewer than K)."""
         k = config.prover.k
         return Needs(judge=True, verifier=True, verify_envs=min(2 * groups * k, max(groups * group_size, k)),
-                     metrics=METRICS)
+                     metrics=METRICS, headline=cls.headline)
 
-    def base_advantages(self, groups: Sequence[Sequence[Trajectory]]) -> list[list[np.ndarray]]:
-        """A^GRPO (credit.std_scope) on every policy token of each group."""
-        return [[broadcast(t, a) for t, a in zip(group, adv)]
-                for group, adv in zip(groups, group_outcome_advantages(groups, self.config))]
+    def begin_step(self) -> None:
+        self.judge.begin_step()
 
-    def is_eligible(self, group: Sequence[Trajectory]) -> bool:
-        p = self.config.prover
-        return eligible(rewards(group), p.band_low, p.band_high)
-
-    def judge_group(self, group: Sequence[Trajectory]) -> tuple[int, Any, str]:
+    def plan(self, group: Sequence[Trajectory]) -> tuple[int, Any, str]:
         """(i, proposal, reason) for an eligible group (`select_segment`). Thread-safe when the judge is."""
         return select_segment(self.judge, group, self.config.prover, self.seed)
 
-    def starts(self, traj: Trajectory, segment: tuple[int, int]) -> list[tuple[Trajectory, int, int]]:
-        """The two boundaries of `segment` to verify: K continuations from s_pre and from s_post."""
-        l, rr = segment
-        k = self.config.prover.k
-        return [(traj, l, k), (traj, rr + 1, k)]
+    def timed_out(self, group: Sequence[Trajectory], timeout_s: float) -> tuple[int, Any, str]:
+        why = f"no answer within judge.timeout_s={timeout_s:g} s"
+        return shortest_success(group), Proposal(None, TIMEOUT, rationale=why), TIMEOUT
 
-    def assign(self, groups: Sequence[Sequence[Trajectory]]) -> CreditOutput:
-        """Serial: every eligible group judged in turn, then all boundaries verified in one batch."""
-        if hasattr(self.judge, "begin_step"):
-            self.judge.begin_step()
-        t0 = time.perf_counter()
-        judged = {g: self.judge_group(group) for g, group in enumerate(groups) if self.is_eligible(group)}
-        judge_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        valid = [(g, i, prop.segment) for g, (i, prop, reason) in judged.items() if reason == "ok"]
-        starts = [s for g, i, seg in valid for s in self.starts(groups[g][i], seg)]
-        runs = self.verifier.run(starts) if starts else []
-        verified = {g: (runs[2 * n], runs[2 * n + 1]) for n, (g, _, _) in enumerate(valid)}
-        return self.combine(groups, judged, verified, {"time/judge_s": judge_s,
-                                                       "time/verify_s": time.perf_counter() - t0,
-                                                       "prover/cancelled_continuations": 0})
+    def starts(self, group: Sequence[Trajectory], plan: tuple[int, Any, str], runs) -> list[Start]:
+        """The two boundaries of a valid proposal's segment (l, r): K continuations from s_pre (turn l)
+        and K from s_post (turn r + 1); one round."""
+        i, prop, reason = plan
+        if runs or reason != "ok":
+            return []
+        (l, rr), k = prop.segment, self.config.prover.k
+        return [(group[i], l, k), (group[i], rr + 1, k)]
 
-    def combine(self, groups: Sequence[Sequence[Trajectory]], judged: dict[int, tuple[int, Any, str]],
-                verified: dict[int, tuple[Sequence[Any], Sequence[Any]]], times: dict[str, float]) -> CreditOutput:
+    def most_envs(self) -> int:
+        return int(self.config.prover.k)
+
+    def speculates(self) -> bool:
+        return bool(self.config.prover.speculate) and bool(getattr(self.judge, "local", False))
+
+    def combine(self, groups: Sequence[Sequence[Trajectory]], plans: dict[int, tuple[int, Any, str]],
+                runs: dict[int, list[Sequence[Any]]], cancelled: int = 0) -> CreditOutput:
         """Advantages and metrics from the judged groups (g -> (i, proposal, reason)) and the
-        continuations of the valid ones (g -> (pre, post)); the same whatever order they came in."""
+        continuations of the valid ones (g -> [pre, post]); the same whatever order they came in."""
         p = self.config.prover
-        advantages = self.base_advantages(groups)
+        advantages = grpo_advantages(groups, self.config)
         reasons = collections.Counter()
         judge_calls = judge_cost = judge_in = judge_out = 0.0
         deltas, lengths, accepted, extra = [], [], 0, 0
-        for g in sorted(judged):
-            i, prop, reason = judged[g]
+        for g in sorted(plans):
+            i, prop, reason = plans[g]
             judge_calls += prop.calls
             judge_cost += prop.cost_usd
             judge_in += prop.input_tokens
@@ -166,7 +150,7 @@ class ProVer(CreditMethod):
             reasons[reason] += 1
             if reason != "ok":
                 continue
-            (l, rr), (pre, post) = prop.segment, verified[g]
+            (l, rr), (pre, post) = prop.segment, runs[g]
             traj = groups[g][i]
             extra += sum(new_policy_tokens(c, traj) for c in list(pre) + list(post))
             delta = delta_estimate(pre, post)
@@ -192,19 +176,9 @@ class ProVer(CreditMethod):
             EXTRA_TOKENS: extra,
             "judge/calls": judge_calls, "judge/cost_usd": judge_cost,
             "judge/input_tokens": judge_in, "judge/output_tokens": judge_out,
-            **times,
+            "prover/cancelled_continuations": cancelled,
         }
         for reason, count in reasons.items():
             if reason != "ok":
                 metrics[f"prover/dropped/{reason}"] = count
         return CreditOutput(advantages, metrics)
-
-
-def new_policy_tokens(continuation: Any, parent: Trajectory) -> int:
-    """Policy tokens a continuation sampled itself: a rollout continuation inherits the parent's
-    tokens before its start turn, which verification did not pay for (an `Outcome` has no parent)."""
-    n = int(continuation.num_policy_tokens)
-    if getattr(continuation, "parent", None) is None:
-        return n
-    start = continuation.parent[1]
-    return n - sum(t.end - t.start for t in parent.turns[:start])

@@ -17,6 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
+from prover_jax.credit.common import broadcast
 from prover_jax.rollout.trajectory import CONTEXT_LIMIT, Trajectory
 
 
@@ -42,8 +43,7 @@ def overlong_shaping(groups: Sequence[Sequence[Trajectory]], advantages: Sequenc
     for group, ads in zip(groups, advantages, strict=True):
         p = overlong_penalty([len(t.tokens) for t in group], max_length, buffer, coef)
         every += list(p)
-        out.append([a + np.where(np.asarray(t.policy_mask, bool), np.float32(pi - p.mean()), np.float32(0))
-                    for t, a, pi in zip(group, ads, p, strict=True)])
+        out.append([a + broadcast(t, pi - p.mean()) for t, a, pi in zip(group, ads, p, strict=True)])
     return out, float(np.mean(every)) if every else 0.0
 
 

@@ -1,8 +1,9 @@
 """`spo_chain`: segment-level advantages from Monte Carlo values at cut points (SPO-chain, adapted to
 turns).
 
-For each group eligible under ProVer's rule (prover band), one trajectory (its shortest success;
-`trajectories="all"`: every trajectory of the group) is cut every m = `interval` turns:
+For each group eligible under ProVer's rule (credit.band_low < p < credit.band_high), one trajectory
+(its shortest success; `trajectories="all"`: every trajectory of the group) is cut every m =
+`interval` turns:
 
     cuts c_0 = 0 < c_1 = m < c_2 = 2m < ... < T          (T = its number of turns)
     V(c_0) = mean_g(R)                    (the group's G episodes are samples from the start state)
@@ -12,21 +13,27 @@ For each group eligible under ProVer's rule (prover band), one trajectory (its s
 The segment advantages sum to R - mean_g(R), GRPO's advantage, redistributed along the trajectory
 (credit.std_scope divides both by the std of the group's or the batch's rewards + 1e-6).
 Every other trajectory keeps A^GRPO. Continuations are not trained on.
+
+As an `OverlapCredit`: the plan of a group is its chosen trajectories and their cuts, its one round
+the K continuations of every cut.
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
+import ml_collections
 import numpy as np
 
-from prover_jax.credit.base import (EXTRA_TOKENS, CreditMethod, CreditOutput, Needs, broadcast, outcome_advantages,
-                                    outcome_scales, register_credit, rewards, std_scope)
-from prover_jax.credit.prover import eligible, new_policy_tokens, shortest_success
+from prover_jax.credit.base import EXTRA_TOKENS, CreditOutput, Figure, Needs, register_credit
+from prover_jax.credit.common import (grpo_advantages, new_policy_tokens, outcome_scales, rewards, shortest_success,
+                                      std_scope)
+from prover_jax.credit.overlap import OverlapCredit, Start
 from prover_jax.rollout.trajectory import Trajectory
 
 CHOICES = ("one", "all")
 METRICS = ("spo/eligible_groups", "spo/trajectories", "spo/cuts", "spo/value_mean", "spo/segment_adv_abs")
+HEADLINE = (Figure("cut points", "cuts", "cuts", "spo/cuts"),)
 
 
 def cut_points(num_turns: int, interval: int) -> list[int]:
@@ -47,8 +54,10 @@ def segment_advantages(traj: Trajectory, cuts: Sequence[int], values: Sequence[f
 
 
 @register_credit("spo_chain")
-class SPOChain(CreditMethod):
+class SPOChain(OverlapCredit):
     """Needs `verifier` (K continuations per cut point)."""
+
+    headline = HEADLINE
 
     def __init__(self, config: Any, verifier=None, seed: int = 0, **_):
         super().__init__(config)
@@ -62,36 +71,53 @@ class SPOChain(CreditMethod):
         self.verifier = verifier
 
     @classmethod
+    def default_config(cls) -> ml_collections.ConfigDict:
+        """config.credit.spo_chain."""
+        s = ml_collections.ConfigDict()
+        s.interval = 2  # m: turns per segment
+        s.k = 9  # continuations per cut point (SPO's default)
+        s.trajectories = "one"  # one (shortest success of an eligible group) | all
+        return s
+
+    @classmethod
     def needs(cls, config: Any, groups: int, group_size: int) -> Needs:
         k = int(config.spo_chain.k)
-        return Needs(verifier=True, verify_envs=max(groups * group_size, k), metrics=METRICS)
+        return Needs(verifier=True, verify_envs=max(groups * group_size, k), metrics=METRICS, headline=cls.headline)
 
-    def assign(self, groups: Sequence[Sequence[Trajectory]]) -> CreditOutput:
-        p, s = self.config.prover, self.config.spo_chain
-        advantages, chosen = [], []  # chosen: (g, i, cuts)
-        r_groups, scope = [rewards(group) for group in groups], std_scope(self.config)
-        scales = outcome_scales(r_groups, scope)
-        for g, (group, r, adv) in enumerate(zip(groups, r_groups, outcome_advantages(r_groups, scope))):
-            advantages.append([broadcast(t, a) for t, a in zip(group, adv)])
-            if not eligible(r, p.band_low, p.band_high):
-                continue
-            picks = [shortest_success(group)] if s.trajectories == "one" else range(len(group))
-            chosen += [(g, i, cut_points(group[i].num_turns, s.interval)) for i in picks]
-        starts = [(groups[g][i], c, s.k) for g, i, cuts in chosen for c in cuts]
-        runs = iter(self.verifier.run(starts) if starts else [])
-        extra, values, seg_abs = 0, [], []
-        for g, i, cuts in chosen:
-            traj = groups[g][i]
-            conts = [next(runs) for _ in cuts]
-            v = [float(np.mean([c.success for c in cs])) for cs in conts]
-            extra += sum(new_policy_tokens(c, traj) for cs in conts for c in cs)
-            values += v
-            r = rewards(groups[g])
-            adv = segment_advantages(traj, cuts, v, float(np.mean(r)))
-            adv = adv / np.float32(scales[g])  # the same scale as the group's other advantages
-            advantages[g][i] = adv
-            seg_abs += list(np.abs(adv[np.asarray(traj.policy_mask, bool)]))
-        metrics = {"spo/eligible_groups": len({g for g, _, _ in chosen}), "spo/trajectories": len(chosen),
-                   "spo/cuts": len(starts), "spo/value_mean": float(np.mean(values)) if values else 0.0,
+    def plan(self, group: Sequence[Trajectory]) -> list[tuple[int, list[int]]]:
+        """[(i, cuts)]: the chosen trajectories of the group and their cut points."""
+        s = self.config.spo_chain
+        picks = [shortest_success(group)] if s.trajectories == "one" else range(len(group))
+        return [(i, cut_points(group[i].num_turns, s.interval)) for i in picks]
+
+    def starts(self, group: Sequence[Trajectory], plan: list[tuple[int, list[int]]], runs) -> list[Start]:
+        """K continuations from every cut of every chosen trajectory; one round."""
+        k = self.config.spo_chain.k
+        return [] if runs else [(group[i], c, k) for i, cuts in plan for c in cuts]
+
+    def most_envs(self) -> int:
+        return int(self.config.spo_chain.k)
+
+    def combine(self, groups: Sequence[Sequence[Trajectory]], plans: dict[int, list[tuple[int, list[int]]]],
+                runs: dict[int, list[Sequence[Any]]], cancelled: int = 0) -> CreditOutput:
+        """Segment advantages on the chosen trajectories (scaled as their group's outcome term)."""
+        advantages = grpo_advantages(groups, self.config)
+        scales = outcome_scales([rewards(group) for group in groups], std_scope(self.config))
+        extra, values, seg_abs, n_traj, n_cuts = 0, [], [], 0, 0
+        for g in sorted(plans):
+            conts = iter(runs[g])
+            for i, cuts in plans[g]:
+                traj = groups[g][i]
+                cs_cuts = [next(conts) for _ in cuts]
+                v = [float(np.mean([c.success for c in cs])) for cs in cs_cuts]
+                extra += sum(new_policy_tokens(c, traj) for cs in cs_cuts for c in cs)
+                values += v
+                adv = segment_advantages(traj, cuts, v, float(np.mean(rewards(groups[g]))))
+                adv = adv / np.float32(scales[g])  # the same scale as the group's other advantages
+                advantages[g][i] = adv
+                seg_abs += list(np.abs(adv[np.asarray(traj.policy_mask, bool)]))
+                n_traj, n_cuts = n_traj + 1, n_cuts + len(cuts)
+        metrics = {"spo/eligible_groups": len(plans), "spo/trajectories": n_traj,
+                   "spo/cuts": n_cuts, "spo/value_mean": float(np.mean(values)) if values else 0.0,
                    "spo/segment_adv_abs": float(np.mean(seg_abs)) if seg_abs else 0.0, EXTRA_TOKENS: extra}
         return CreditOutput(advantages, metrics)

@@ -11,12 +11,12 @@ encodes ANY text, non-ASCII included, so a malformed model response always round
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Iterable, Sequence
 
-from transformers import AutoTokenizer, PreTrainedTokenizerFast
+from transformers import PreTrainedTokenizerFast
 
+from prover_jax.models import hf_folder
 from prover_jax.rollout.chat import ChatTemplate, observation_text
 
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
@@ -55,11 +55,12 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 2048,
 
 
 def load_tokenizer(path: str) -> PreTrainedTokenizerFast:
-    """The tokenizer saved in a checkpoint folder; FileNotFoundError naming the folder if none."""
-    if not any(os.path.exists(os.path.join(path, f)) for f in ("tokenizer.json", "tokenizer.model",
-                                                                "vocab.json")):
-        raise FileNotFoundError(f"no tokenizer files (tokenizer.json / vocab.json) in {path!r}")
-    return AutoTokenizer.from_pretrained(path)
+    """The tokenizer saved in a checkpoint folder (models.hf_folder.load_tokenizer); FileNotFoundError
+    naming the folder if none."""
+    tok, why_not = hf_folder.load_tokenizer(path)
+    if tok is None:
+        raise FileNotFoundError(why_not)
+    return tok
 
 
 def env_corpus(name: str, seeds: Sequence[int], env_kwargs: dict | None = None, *,

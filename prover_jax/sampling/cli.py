@@ -1,4 +1,4 @@
-"""prover-generate: sample from a Qwen3.5 checkpoint (HF folder or prover orbax checkpoint).
+"""prover-generate: sample from a policy checkpoint (HF folder or prover orbax checkpoint) of any family.
 
     prover-generate --model=CKPT --prompt_ids="1,2,3;4,5" --max_new_tokens=32          # greedy
     prover-generate --model=CKPT --prompt="Hello" --temperature=1 --num_samples=4 --stop="\\n"
@@ -7,8 +7,9 @@
 Prints one JSON line per sample: {"prompt_index", "sample_index", "tokens" (new ids), "logprobs"
 (log-probabilities under the raw policy), "finish_reason"} plus "text" when the model folder has a
 tokenizer. Sample j of prompt i draws with request seed --seed + i (the driver derives the per-sample
-keys), so a prompt's samples do not depend on the other prompts. Generation ends at the model's EOS ids
-(config.json / generation_config.json; --ignore_eos disables), a --stop string, or --max_new_tokens.
+keys), so a prompt's samples do not depend on the other prompts. Generation ends at the policy's EOS ids
+(models.hf_folder.eos_ids: config.json, generation_config.json, the tokenizer's eos token and <|im_end|>;
+--ignore_eos disables), a --stop string, or --max_new_tokens.
 --benchmark runs everything once to compile, then again timed, and prints a last line
 {"generated_tokens", "seconds", "tokens_per_s", "warmup_seconds"}.
 Bad flags exit with status 2, an unreadable model with status 1; both print one line to stderr.
@@ -24,11 +25,10 @@ import time
 import jax.numpy as jnp
 from absl import app, flags, logging
 
-from prover_jax.models import qwen3_5
 from prover_jax.sampling.driver import Driver, Request
 from prover_jax.sampling.engine import Engine
 from prover_jax.sampling.engine_types import MIN_PROMPT_BUCKET, bucket
-from prover_jax.sampling.loader import CliError, Tokenizer, eos_ids, load_model
+from prover_jax.sampling.loader import CliError, PolicyFolder
 from prover_jax.sampling.sampler import SamplingParams
 
 DEFAULT_MAX_SLOTS = 64  # decode slots when --max_concurrent_decodes is not given
@@ -104,17 +104,16 @@ def generate() -> list[str]:
     if not os.path.isdir(path):
         raise CliError(f"--model: no such folder {path}", code=1)
     try:
-        cfg = qwen3_5.Qwen3_5Config.from_pretrained(path)
+        folder = PolicyFolder.open(path)
     except (OSError, ValueError) as e:
         raise CliError(f"--model: {e}", code=1) from None
-
-    tokenizer, why_not = Tokenizer.load(path)
+    cfg, tokenizer, why_not = folder.config, folder.tokenizer, folder.tokenizer_problem
     if FLAGS.prompt_ids is not None:
         prompts = parse_prompt_ids(FLAGS.prompt_ids)
     else:
         if tokenizer is None:
             raise CliError(f"--prompt needs a tokenizer: {why_not}; give --prompt_ids instead")
-        prompts = [tokenizer.encode(text) for text in FLAGS.prompt]
+        prompts = [list(tokenizer.encode(text)) for text in FLAGS.prompt]
         if not all(prompts):
             raise CliError("--prompt: a prompt tokenises to no tokens")
     for i, p in enumerate(prompts):
@@ -136,15 +135,18 @@ def generate() -> list[str]:
     if longest > max_target:
         raise CliError(f"a prompt of {longest} tokens does not fit --max_target_length {max_target}")
     slots = FLAGS.max_concurrent_decodes or min(len(prompts) * K, DEFAULT_MAX_SLOTS)
-    eos = () if FLAGS.ignore_eos else eos_ids(path, cfg)
-
-    model = load_model(path, jnp.dtype(FLAGS.dtype))
+    try:
+        eos = () if FLAGS.ignore_eos else folder.eos_ids()
+        model = folder.load_model(jnp.dtype(FLAGS.dtype))
+    except (OSError, ValueError) as e:
+        raise CliError(str(e), code=1) from None
     try:
         engine = Engine(model, max_concurrent_decodes=slots, max_prefill_length=max_prefill,
                         max_target_length=max_target)
     except ValueError as e:
         raise CliError(str(e)) from None
-    driver = Driver(engine, eos_ids=eos, decode_fn=tokenizer.decode if tokenizer is not None else None)
+    decode = None if tokenizer is None else (lambda ids: tokenizer.decode(ids, skip_special_tokens=False))
+    driver = Driver(engine, eos_ids=eos, decode_fn=decode)
     requests = [Request(p, sampling, max_new_tokens=n_new, seed=FLAGS.seed + i, num_samples=K,
                         stop_strings=stops) for i, p in enumerate(prompts)]
     t0 = time.perf_counter()
@@ -164,7 +166,7 @@ def generate() -> list[str]:
             out = {"prompt_index": i, "sample_index": j, "tokens": [int(t) for t in c.tokens],
                    "logprobs": [float(x) for x in c.logprobs], "finish_reason": c.finish_reason}
             if tokenizer is not None:
-                out["text"] = tokenizer.decode(list(c.tokens))
+                out["text"] = decode(list(c.tokens))
             lines.append(json.dumps(out))
     if FLAGS.benchmark:
         n = sum(len(c.tokens) for samples in results for c in samples)

@@ -1,19 +1,23 @@
-"""Loading a policy for sampling: a Qwen3.5 checkpoint (HF folder or prover orbax checkpoint), its
-tokenizer and its EOS ids. Shared by prover-generate (sampling.cli) and prover-serve (serving.service).
+"""Loading a policy: the model of an HF folder or a prover (orbax) checkpoint folder, by the family its
+config.json names, with its tokenizer and its EOS ids (`models.hf_folder.eos_ids`, the one rule).
 
-    cfg = qwen3_5.Qwen3_5Config.from_pretrained(path)
-    model = load_model(path, jnp.float32, mesh=None)   # CliError(code=1) when unreadable
-    eos = eos_ids(path, cfg)                            # config.json + generation_config.json
-    tokenizer, why_not = Tokenizer.load(path)           # (None, reason) without tokenizer files
+    model, tokenizer, eos = load_policy(path, jnp.bfloat16, mesh=None)     # tokenizer None without files
+    folder = PolicyFolder.open(path)          # config, tokenizer, no weights read yet
+    model = folder.load_model(jnp.float32)    # ... then the weights
+    eos = folder.eos_ids()
+
+Used by prover-generate (sampling.cli: the folder first, to check its flags, then the weights) and
+prover-serve (serving.service); the trainer's build loads by model.init with the same pieces.
 """
 
 from __future__ import annotations
 
-import json
-import os
+import dataclasses
+from typing import Any
 
 from prover_jax.convert.orbax_io import is_prover_checkpoint, load_checkpoint
-from prover_jax.models import qwen3_5
+from prover_jax.models import Family, load_hf, read_config
+from prover_jax.models.hf_folder import eos_ids, load_tokenizer
 
 
 class CliError(Exception):
@@ -24,60 +28,47 @@ class CliError(Exception):
         self.code = code
 
 
-class Tokenizer:
-    """encode / decode over the tokenizer files of a model folder (transformers, else tokenizers)."""
+def load_model(path: str, dtype, mesh=None, compute_dtype=None):
+    """The model of a prover checkpoint or an HF folder at `path`, params in `dtype`, computing in
+    `compute_dtype` (None: dtype), placed on `mesh` (None: one device)."""
+    if is_prover_checkpoint(path):
+        return load_checkpoint(path, dtype=dtype, mesh=mesh, compute_dtype=compute_dtype)
+    return load_hf(path, dtype=dtype, mesh=mesh, compute_dtype=compute_dtype)
 
-    def __init__(self, encode, decode):
-        self.encode, self.decode = encode, decode
+
+@dataclasses.dataclass(frozen=True)
+class PolicyFolder:
+    """A policy folder before its weights are read: family, architecture and tokenizer (None, with
+    `tokenizer_problem` saying why, when the folder has no loadable tokenizer files)."""
+
+    path: str
+    family: Family
+    config: Any
+    tokenizer: Any
+    tokenizer_problem: str = ""
 
     @classmethod
-    def load(cls, path: str) -> tuple["Tokenizer | None", str]:
-        """(tokenizer, "") or (None, why there is none)."""
-        has_json = os.path.isfile(os.path.join(path, "tokenizer.json"))
-        if not (has_json or os.path.isfile(os.path.join(path, "tokenizer_config.json"))):
-            return None, f"{path} has no tokenizer files (tokenizer.json / tokenizer_config.json)"
-        errors = []
+    def open(cls, path: str) -> "PolicyFolder":
+        """FileNotFoundError without config.json; ValueError for one no family reads."""
+        fam, cfg = read_config(path)
+        tokenizer, why_not = load_tokenizer(path)
+        return cls(path, fam, cfg, tokenizer, why_not)
+
+    def eos_ids(self) -> tuple[int, ...]:
+        """models.hf_folder.eos_ids of the config, the tokenizer and generation_config.json."""
+        return eos_ids(self.config, self.tokenizer, self.path)
+
+    def load_model(self, dtype, mesh=None, compute_dtype=None):
+        """`load_model` of the folder; FileNotFoundError / OSError / ValueError saying "cannot load model
+        PATH: why"."""
         try:
-            from transformers import AutoTokenizer
-
-            tok = AutoTokenizer.from_pretrained(path)
-            return cls(lambda text: list(tok.encode(text)),
-                       lambda ids: tok.decode(ids, skip_special_tokens=False)), ""
-        except Exception as e:  # any failure: fall back to the raw tokenizer.json
-            errors.append(f"transformers: {e}")
-        if has_json:
-            try:
-                from tokenizers import Tokenizer as RawTokenizer
-
-                tok = RawTokenizer.from_file(os.path.join(path, "tokenizer.json"))
-                return cls(lambda text: list(tok.encode(text).ids),
-                           lambda ids: tok.decode(ids, skip_special_tokens=False)), ""
-            except Exception as e:
-                errors.append(f"tokenizers: {e}")
-        return None, f"cannot load the tokenizer in {path}: " + "; ".join(errors)
+            return load_model(self.path, dtype, mesh=mesh, compute_dtype=compute_dtype)
+        except (OSError, ValueError) as e:
+            kind = next(k for k in (FileNotFoundError, OSError, ValueError) if isinstance(e, k))
+            raise kind(f"cannot load model {self.path}: {e}") from None
 
 
-def eos_ids(path: str, cfg: qwen3_5.Qwen3_5Config) -> tuple[int, ...]:
-    """EOS ids of config.json plus those of generation_config.json (if present)."""
-    ids = list(cfg.eos_ids)
-    gen = os.path.join(path, "generation_config.json")
-    if os.path.isfile(gen):
-        try:
-            with open(gen) as f:
-                extra = json.load(f).get("eos_token_id")
-        except (OSError, json.JSONDecodeError) as e:
-            raise CliError(f"cannot read {gen}: {e}", code=1) from None
-        if extra is not None:
-            ids += extra if isinstance(extra, list) else [extra]
-    return tuple(sorted({int(i) for i in ids}))
-
-
-def load_model(path: str, dtype, mesh=None):
-    """The Qwen3.5 model of a prover (orbax) checkpoint or an HF folder, params in `dtype`, placed on
-    `mesh` (None: one device). CliError (code 1) when it cannot be read."""
-    try:
-        if is_prover_checkpoint(path):
-            return load_checkpoint(path, dtype=dtype, mesh=mesh)
-        return qwen3_5.load_hf(path, dtype=dtype, mesh=mesh)
-    except (OSError, ValueError) as e:
-        raise CliError(f"cannot load model {path}: {e}", code=1) from None
+def load_policy(path: str, dtype, mesh=None, compute_dtype=None) -> tuple[Any, Any, tuple[int, ...]]:
+    """(model, tokenizer or None, EOS ids) of the policy folder `path` (HF or prover checkpoint)."""
+    folder = PolicyFolder.open(path)
+    return folder.load_model(dtype, mesh=mesh, compute_dtype=compute_dtype), folder.tokenizer, folder.eos_ids()

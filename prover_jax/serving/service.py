@@ -31,12 +31,10 @@ def build_service(model: str, *, served_model_name: str | None = None, max_concu
     `mesh`: the engine's (data, fsdp=1, tensor) mesh (weights split over tensor, slots over data);
     None: one device."""
     import jax.numpy as jnp
-    from transformers import AutoTokenizer
 
-    from prover_jax.models import qwen3_5
     from prover_jax.sampling.driver import Driver
     from prover_jax.sampling.engine import Engine
-    from prover_jax.sampling.loader import eos_ids, load_model
+    from prover_jax.sampling.loader import load_policy
     from prover_jax.serving.chat import ChatService
     from prover_jax.serving.worker import EngineWorker
 
@@ -50,25 +48,22 @@ def build_service(model: str, *, served_model_name: str | None = None, max_concu
             raise ValueError(f"--{name} must be >= 1, got {v}")
     if max_string_chars < 0:
         raise ValueError(f"--max_string_chars must be >= 0 (0: unbounded), got {max_string_chars}")
-    tokenizer = AutoTokenizer.from_pretrained(model)
+    net, tokenizer, eos = load_policy(model, jnp.dtype(dtype), mesh=mesh)
+    if tokenizer is None:
+        raise OSError(f"--model: {model} has no loadable tokenizer (tokenizer.json / tokenizer_config.json)")
     if not getattr(tokenizer, "chat_template", None):
         raise ValueError(f"the tokenizer in {model} has no chat template")
-    cfg = qwen3_5.Qwen3_5Config.from_pretrained(model)
-    eos = set(eos_ids(model, cfg))
-    if tokenizer.eos_token_id is not None:
-        eos.add(int(tokenizer.eos_token_id))
-    net = load_model(model, jnp.dtype(dtype), mesh=mesh)
     engine = Engine(net, max_concurrent_decodes=max_concurrent_decodes,
                     max_prefill_length=min(max_prefill_length, max_target_length),
                     max_target_length=max_target_length, max_stop_strings=max_stop_strings, mesh=mesh)
-    driver = Driver(engine, eos_ids=sorted(eos), tokenizer=tokenizer, steps_per_call=steps_per_call)
+    driver = Driver(engine, eos_ids=eos, tokenizer=tokenizer, steps_per_call=steps_per_call)
     if warmup:
         driver.warmup()
     try:
         from prover_jax.serving.grammar import Grammars
 
-        grammars = Grammars(tokenizer, cfg.vocab_size, eos_ids=eos, max_string_chars=max_string_chars,
-                            tool_call_format=tool_call_format)
+        grammars = Grammars(tokenizer, net.config.vocab_size, eos_ids=set(eos),
+                            max_string_chars=max_string_chars, tool_call_format=tool_call_format)
     except ImportError:  # no llguidance: constrained requests get a 400
         grammars = None
     worker = EngineWorker(driver, max_pending=max_pending).start()

@@ -14,7 +14,7 @@ One trajectory per row by default: L is rounded up to a multiple of `length_mult
 a multiple of micro_batch_size (padding rows are all-invalid), so few shapes compile. Packed
 (`max_tokens_per_row` > 0): trajectories are placed first-fit by decreasing length into rows of
 exactly that many positions (`first_fit`), told apart by `segment_ids`; the model restarts attention,
-the delta-rule state and positions at each trajectory (`qwen3_5.packing`), so every trajectory's
+the delta-rule state and positions at each trajectory (`models.packing`), so every trajectory's
 log-probs are those it has alone. Token t is predicted from position t - 1.
 """
 

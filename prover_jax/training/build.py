@@ -4,6 +4,7 @@ sampling engine and the judge served beside training. Functions of the config; t
     mesh = make_mesh(mesh_shape(c), devices=mesh_devices(c))
     tok = tokenizer(c, root, primary)            # the checkpoint's, or trained on the env's text
     net = model(c, mesh, tok)                     # random | hf | checkpoint, sharded over `mesh`
+    eos = eos_ids(c, net, tok)                    # models.hf_folder.eos_ids of the policy folder
     pol, trainable = policy(c, mesh, net)         # LoRA (model.lora.rank > 0): adapters trained, base frozen
     eng, sync = engine(c, mesh, net, params)      # this host's engine + the train -> engine weight copy
 """
@@ -23,7 +24,7 @@ from flax import nnx
 
 from prover_jax import distributed as dist
 from prover_jax.convert.orbax_io import load_checkpoint
-from prover_jax.models import qwen3_5
+from prover_jax.models import DEFAULT_FAMILY, Family, family, family_for, hf_folder, load_hf, read_config
 from prover_jax.rollout import RolloutConfig, env_corpus, load_tokenizer, train_tokenizer
 from prover_jax.sampling import Engine, SamplingParams
 from prover_jax.training.workdir import local_copy, save_folder
@@ -31,14 +32,27 @@ from prover_jax.training.workdir import local_copy, save_folder
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
 
-def model_runtime(config, mesh) -> qwen3_5.Runtime:
+def architecture(config) -> tuple[Family, Any]:
+    """(family, model config) of the policy: those of model.path's config.json when it has one (init hf |
+    checkpoint), else the named size model.size of the default family."""
+    m = config.model
+    if m.init != "random" and m.path and os.path.isfile(os.path.join(m.path, "config.json")):
+        return read_config(m.path)
+    fam = family(DEFAULT_FAMILY)
+    if m.size not in fam.configs:
+        raise ValueError(f"model.size {m.size!r} is not in CONFIGS {sorted(fam.configs)} and model.path "
+                         f"{m.path!r} has no config.json: cannot size the model")
+    return fam, fam.configs[m.size]
+
+
+def model_runtime(config, mesh):
     """How the policy's uncached forward runs (model.scan_layers / attention / gdn_*, train.remat),
-    "auto" resolved for the platform of `mesh`'s devices."""
+    "auto" resolved for the platform of `mesh`'s devices: a runtime of the policy's family."""
     m = config.model
     dtype = m.gdn_matmul_dtype
-    return qwen3_5.resolve_runtime(mesh.devices.flat[0].platform, scan_layers=m.scan_layers,
-                                   remat=config.train.remat, attention=m.attention, gdn_chunk=m.gdn_chunk,
-                                   gdn_matmul_dtype=None if dtype == "float32" else dtype)
+    return architecture(config)[0].resolve_runtime(
+        mesh.devices.flat[0].platform, scan_layers=m.scan_layers, remat=config.train.remat,
+        attention=m.attention, gdn_chunk=m.gdn_chunk, gdn_matmul_dtype=None if dtype == "float32" else dtype)
 
 
 def mesh_shape(config) -> tuple[int, int, int]:
@@ -85,21 +99,29 @@ def tokenizer(config, root, primary: bool):
     return load_tokenizer(local_copy(path))
 
 
-def model(config, mesh, tok) -> qwen3_5.Qwen3_5:
-    """The policy (model.init: random | hf | checkpoint) with its weights sharded over `mesh`."""
+def model(config, mesh, tok) -> nnx.Module:
+    """The policy (model.init: random | hf | checkpoint) with its weights sharded over `mesh`, a model
+    of the family its folder's config.json names (random: the default family)."""
     c = config
     dtype, pdtype = DTYPES[c.model.dtype], DTYPES[c.model.param_dtype]
     if c.model.init == "hf":
-        return qwen3_5.load_hf(c.model.path, dtype=pdtype, mesh=mesh, compute_dtype=dtype)
-    if c.model.init == "checkpoint":
+        return load_hf(c.model.path, dtype=pdtype, mesh=mesh, compute_dtype=dtype)
+    if c.model.init == "checkpoint":  # the params as stored (fp32), computing in fp32
         return load_checkpoint(c.model.path, mesh=mesh)
     if c.model.init != "random":
         raise ValueError(f"model.init must be random | hf | checkpoint, got {c.model.init!r}")
-    cfg = qwen3_5.CONFIGS[c.model.size]
+    fam, cfg = architecture(c)
     if len(tok) > cfg.vocab_size:
         raise ValueError(f"tokenizer has {len(tok)} tokens; model {c.model.size!r} only {cfg.vocab_size}")
-    net = qwen3_5.Qwen3_5(cfg, rngs=nnx.Rngs(c.seed), dtype=dtype, param_dtype=pdtype)
-    return qwen3_5.shard_model(net, mesh)
+    net = fam.model_class(cfg, rngs=nnx.Rngs(c.seed), dtype=dtype, param_dtype=pdtype)
+    return fam.shard_model(net, mesh)
+
+
+def eos_ids(config, net, tok) -> tuple[int, ...]:
+    """The ids the policy's responses end at: models.hf_folder.eos_ids of its config, tokenizer and (init
+    hf | checkpoint) model.path's generation_config.json."""
+    folder = config.model.path if config.model.init in ("hf", "checkpoint") else None
+    return hf_folder.eos_ids(net.config, tok, folder)
 
 
 @dataclasses.dataclass
@@ -167,7 +189,8 @@ def engine(config, mesh, net, params) -> tuple[Engine, dist.WeightSync]:
     if sync.identity:
         emodel = net
     else:
-        abstract = qwen3_5.abstract_model(net.config, dtype=compute, param_dtype=compute, mesh=emesh)
+        abstract = family_for(net.config).abstract_model(net.config, dtype=compute, param_dtype=compute,
+                                                         mesh=emesh)
         emodel = nnx.merge(nnx.graphdef(abstract), sync(params))
     eng = Engine(emodel, max_concurrent_decodes=r.max_concurrent_decodes, max_prefill_length=r.max_prefill_length,
                  max_target_length=r.max_target_length, mesh=emesh, row_buckets=tuple(r.row_buckets),

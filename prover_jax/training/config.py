@@ -1,4 +1,5 @@
-"""The trainer's configuration: every field, its default and its meaning, in one place.
+"""The trainer's configuration: every field, its default and its meaning, in one place (a credit method's
+own section, config.credit.<name>, is declared next to its maths: `default_config` of its class).
 
 Config files in `configs/` call `default_config()` and override what their setting needs:
 
@@ -16,6 +17,8 @@ and any field can be overridden on the command line: `prover-train --config=conf
 from __future__ import annotations
 
 import ml_collections
+
+from prover_jax.credit.base import method_sections
 
 
 def load_config_file(path: str, arg: str | None = None) -> ml_collections.ConfigDict:
@@ -50,7 +53,7 @@ def default_config() -> ml_collections.ConfigDict:
     c.model = ml_collections.ConfigDict()
     c.model.init = "random"  # random (c.model.size) | hf (HF folder c.model.path) | checkpoint (prover orbax)
     c.model.path = ""  # HF folder (init=hf) or prover checkpoint folder (init=checkpoint); also its tokenizer
-    c.model.size = "demo"  # key of models.qwen3_5.CONFIGS for init=random
+    c.model.size = "demo"  # a named size of the default model family (models.DEFAULT_FAMILY), for init=random
     c.model.param_dtype = "float32"  # storage dtype of the trained weights
     c.model.dtype = "float32"  # compute dtype (bfloat16 on TPU)
     c.model.scan_layers = False  # True: lax.scan over the repeating layer block (compile time flat in depth)
@@ -197,63 +200,20 @@ def default_config() -> ml_collections.ConfigDict:
     c.sft.optim.weight_decay = 0.0  # adamw only
     c.sft.optim.grad_clip = 1.0  # global-norm clip; 0 = off
 
-    # Credit assignment.
+    # Credit assignment: the shared fields, then each registered method's own section,
+    # config.credit.<name>, declared next to its maths (`default_config` in prover_jax/credit/<name>.py).
     c.credit = ml_collections.ConfigDict()
     c.credit.method = "prover"  # registered estimators: grpo | prover | budget_grpo | gigpo | spo_chain | critic
-    c.credit.overlap = True  # judges and verification start while the step's other episodes still run
+    c.credit.overlap = True  # plans (judges) and continuations start while the step's other episodes still run
     # scale of the group-centred rewards R - mean_g(R): none (Dr.GRPO, the paper's) | group (/ std_g + 1e-6,
     # classic GRPO) | batch (/ std of the batch's rewards + 1e-6); gigpo keeps its own gigpo.std
     c.credit.std_scope = "none"
-    c.credit.prover = ml_collections.ConfigDict()
-    c.credit.prover.k = 8  # continuations per boundary
-    c.credit.prover.lam = 1.0  # credit = lam * max(delta, 0) on the segment's policy tokens
-    c.credit.prover.max_segment_turns = 4  # longest segment (turns) a judge may propose
-    c.credit.prover.band_low = 0.0  # eligible groups: band_low < success rate < band_high
-    c.credit.prover.band_high = 0.5  # upper end of the band (see band_low)
-    c.credit.prover.speculate = True  # with a local judge (contrastive, random) and credit.overlap: start a
-    # playing group's continuations from its proposal so far, cancelled if the final one differs (same result)
-    c.credit.prover.variant = "positive"  # positive (paper) | signed | threshold
-    c.credit.prover.threshold = 0.0  # for variant=threshold: credit only when delta > threshold
-    # budget_grpo: eligible groups (the prover band) get fresh episodes of their task, trained on, until
-    # their sampled tokens match what ProVer's 2 * prover.k continuations would cost; credit R - mean.
-    c.credit.budget_grpo = ml_collections.ConfigDict()
-    c.credit.budget_grpo.max_extra = 0  # most extra episodes per eligible group; 0 = 2 * prover.k
-    # gigpo: episode advantage + omega * step advantage within anchor-state groups (verl-agent).
-    c.credit.gigpo = ml_collections.ConfigDict()
-    c.credit.gigpo.gamma = 0.95  # discount of the step returns
-    c.credit.gigpo.omega = 1.0  # weight of the step advantage
-    c.credit.gigpo.std = False  # divide both advantages by their group's std + 1e-6 (mean_std_norm)
-    # spo_chain: along a trajectory of each eligible group, cut every `interval` turns, V(cut) = mean
-    # success of k continuations; a segment's tokens get V(end) - V(start) (last segment: R - V).
-    c.credit.spo_chain = ml_collections.ConfigDict()
-    c.credit.spo_chain.interval = 2  # m: turns per segment
-    c.credit.spo_chain.k = 9  # continuations per cut point (SPO's default)
-    c.credit.spo_chain.trajectories = "one"  # one (shortest success of an eligible group) | all
-    # critic: a frozen critic with privileged information labels every turn good / bad.
-    c.credit.critic = ml_collections.ConfigDict()
-    c.credit.critic.name = "oracle"  # oracle (exact DP value rises; built-in envs) | openai (LLM)
-    c.credit.critic.beta = 0.2  # turn reward +beta (good) / -beta (bad) added to A^GRPO on its tokens
-    c.credit.critic.oracle_eps = 0.1  # oracle reference policy: (1 - eps) expert + eps uniform over admissible actions
-    c.credit.critic.oracle_tol = 1e-9  # oracle: |V(s_t+1) - V(s_t)| <= tol is labelled 0 (raise it: a spent turn is 0)
-    c.credit.critic.oracle_max_states = 200_000  # oracle: most DP states expanded per step (~5k/s); then turns dropped
-    c.credit.critic.openai = ml_collections.ConfigDict()  # the LLM critic (name = openai); one call per trajectory
-    c.credit.critic.openai.base_url = ""  # any OpenAI-compatible endpoint (empty: the client's default)
-    c.credit.critic.openai.model = "gpt-4.1-mini"  # the critic model
-    c.credit.critic.openai.api_key_env = "OPENAI_API_KEY"  # env variable with the key (not needed when self-hosted)
-    c.credit.critic.openai.timeout_s = 60.0  # per request; a timeout drops the trajectory's labels (not retried)
-    c.credit.critic.openai.max_retries = 4  # retries of 429 / 5xx / connection errors, exponential backoff
-    c.credit.critic.openai.max_calls_per_step = 256  # budget; over it, trajectories stay unlabelled (critic/dropped)
-    c.credit.critic.openai.usd_per_m_input = 0.4  # price per million prompt tokens (critic/cost_usd)
-    c.credit.critic.openai.usd_per_m_output = 1.6  # price per million completion tokens
-    c.credit.critic.openai.cache = True  # responses cached by content hash in WORKDIR/critic_cache
-    c.credit.critic.openai.backoff_base_s = 1.0  # retry wait = base * 2^attempt (capped), Retry-After honoured
-    c.credit.critic.openai.backoff_max_s = 30.0  # cap of one retry wait
-    c.credit.critic.openai.max_concurrency = 16  # critic calls in flight at once
-    c.credit.critic.openai.obs_chars = 600  # characters per observation in the prompt (fewer when the prompt is long)
-    c.credit.critic.openai.max_chars = 24000  # the prompt's trajectory text is clipped to about this many characters
-    c.credit.critic.openai.temperature = 0.0  # sampling temperature; < 0: not sent (models that reject it)
-    c.credit.critic.openai.structured = True  # response_format json_schema; False: plain JSON asked in the prompt
-    c.credit.critic.openai.enable_thinking = ml_collections.config_dict.placeholder(bool)  # as the judge's
+    # eligible groups of the methods that spend extra samples (prover, budget_grpo, spo_chain):
+    # band_low < success rate < band_high
+    c.credit.band_low = 0.0
+    c.credit.band_high = 0.5  # upper end of the band (see band_low)
+    for name, section in method_sections().items():
+        c.credit[name] = section
 
     # Judge that proposes the pivotal segment.
     c.judge = ml_collections.ConfigDict()

@@ -21,7 +21,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from prover_jax.models.qwen3_5 import packing
+from prover_jax.models import packing
 from prover_jax.registry import Registry
 
 LOG_RATIO_CLAMP = 20.0  # |logp - logp_old| is clipped here before exp (as verl does)

@@ -12,9 +12,10 @@ whole rows as eval_before_rl / eval_after_rl.
 
 Process 0 also writes every row's numeric scalars to WORKDIR/tensorboard/ (train.tensorboard;
 metrics.TensorBoardLog: rewritten from metrics.jsonl's kept rows at each start, so a resumed run shows
-each step once) and shows a progress bar (train success, latest eval success ± SE, acceptance when
-the credit method reports one, seconds per step); `summary_block(summary)` is the short text of the
-figures that matter, printed by prover-train at the end.
+each step once) and shows a progress bar (train success, latest eval success ± SE, the credit method's
+headline figures, `Needs.headline`, e.g. ProVer's acceptance, seconds per step); `summary_block(summary)`
+is the short text of the figures that matter, printed by prover-train at the end. No method's metric
+is named here: a figure is found by its metric names in the rows (or its keys in the summary).
 """
 
 from __future__ import annotations
@@ -36,15 +37,15 @@ def train(config, workdir: str, export_hf: str | None = None, eval_only: bool = 
     dist.initialize()  # TPU pods: auto-detected; no-op on one host or when already initialised
     t_start = time.perf_counter()
     trainer = Trainer(config, workdir)
-    primary = trainer.primary
-    summary_path = trainer.root / "summary.json"
+    primary = trainer.run.primary
+    summary_path = trainer.run.root / "summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
 
     def save_summary():
         if primary:
             summary_path.write_text(json.dumps(summary, indent=1))
 
-    rows = [json.loads(x) for x in read_lines(trainer.metrics_path)] if primary else []
+    rows = [json.loads(x) for x in read_lines(trainer.run.metrics_path)] if primary else []
     latest = {"train": None, "eval": next((r for r in reversed(rows) if "eval/success" in r), None)}
     tb = bar = None
 
@@ -54,7 +55,7 @@ def train(config, workdir: str, export_hf: str | None = None, eval_only: bool = 
             tb.write(row)
         latest["eval" if "eval/success" in row else "train"] = row
         if bar is not None:
-            bar.set_postfix(_live(latest["train"], latest["eval"]))
+            bar.set_postfix(_live(latest["train"], latest["eval"], trainer.run.needs.headline))
 
     def evaluate() -> dict:
         """Evaluates on the held-out tasks and logs the row {"step": current step, "eval/...": ...}."""
@@ -65,7 +66,7 @@ def train(config, workdir: str, export_hf: str | None = None, eval_only: bool = 
     try:
         if primary and not eval_only and config.train.tensorboard:
             from prover_jax.training.metrics import TensorBoardLog
-            tb = TensorBoardLog(trainer.root / "tensorboard", rows)
+            tb = TensorBoardLog(trainer.run.root / "tensorboard", rows)
         if eval_only:
             summary["eval_only"] = trainer.evaluate()
             summary["eval_only_success"] = summary["eval_only"]["eval/success"]
@@ -98,7 +99,7 @@ def train(config, workdir: str, export_hf: str | None = None, eval_only: bool = 
         summary["eval_after_rl"] = evaluate()
         summary["success_after_rl"] = summary["eval_after_rl"]["eval/success"]
         if primary:
-            summary.update(_totals([json.loads(x) for x in read_lines(trainer.metrics_path)]))
+            summary.update(_totals([json.loads(x) for x in read_lines(trainer.run.metrics_path)], trainer.run.needs.headline))
         summary["wall_s_this_run"] = time.perf_counter() - t_start
         if export_hf:
             trainer.export_hf(export_hf)
@@ -113,32 +114,46 @@ def train(config, workdir: str, export_hf: str | None = None, eval_only: bool = 
         trainer.close()
 
 
-def _live(row: dict | None, last_eval: dict | None) -> dict:
+def _live(row: dict | None, last_eval: dict | None, headline=None) -> dict:
     """The progress bar's figures: the step's train success, the latest evaluation (mean ± SE), the
-    acceptance rate (accepted / valid proposals) when the credit method reports one, seconds per step."""
+    credit method's headline figures whose metrics the row has (`headline`: its `Needs.headline`;
+    None: every registered method's), a rate as "num / den (num/den)", seconds per step."""
+    from prover_jax.credit.base import headlines
+
     live = {}
     if row is not None:
         live["train"] = f"{row['success_rate']:.2f}"
     if last_eval is not None:
         live["eval"] = f"{last_eval['eval/success']:.2f}±{last_eval.get('eval/success_se', 0):.2f}"
-    if row is not None and "prover/acceptance_rate" in row:
-        live["accept"] = (f"{row['prover/acceptance_rate']:.2f} ({row['prover/accepted']:.0f}/"
-                          f"{row['prover/valid_proposals']:.0f})" if row.get("prover/valid_proposals") else "-")
+    shown = [] if row is None else [f for f in (headlines() if headline is None else headline) if f.num in row]
+    for f in shown:
+        num, den = row[f.num], row.get(f.den, 0)
+        if not f.den:
+            live[f.short] = f"{num:.0f}"
+        else:
+            live[f.short] = f"{num / den:.2f} ({num:.0f}/{den:.0f})" if den else "-"
     if row is not None and "time/step_s" in row:
         live["s/step"] = f"{row['time/step_s']:.1f}"
     return live
 
 
-def summary_block(s: dict) -> str:
-    """A few lines for the end of a run: evaluations (± SE), steps, where the wall time went."""
+def summary_block(s: dict, headline=None) -> str:
+    """A few lines for the end of a run: evaluations (± SE), steps, the credit method's headline figures
+    that are not zero (`headline`: its `Needs.headline`; None: every registered method's found in `s`),
+    where the wall time went."""
+    from prover_jax.credit.base import headlines
+
     pm = lambda e: f"{e.get('eval/success', 0):.1%} ± {e.get('eval/success_se', 0):.1%}"
     after, t = s.get("eval_after_rl", {}), s.get("time_s", {})
     lines = [f"eval success (greedy, {after.get('eval/episodes', 0):.0f} held-out tasks): {pm(after)} after RL"
              + (f", {pm(s['eval_before_rl'])} before" if "eval_before_rl" in s else ""),
              f"RL steps        {s.get('rl_steps', 0)}, train success first {s.get('train_success_first', 0):.0%}, "
              f"last {s.get('train_success_last', 0):.0%}"]
-    if s.get("valid_proposals"):
-        lines.append(f"acceptance      {s['acceptance_rate']:.0%} of {s['valid_proposals']:.0f} valid proposals")
+    for f in headlines() if headline is None else headline:
+        if f.den and s.get(f.den_key):
+            lines.append(f"{f.name:<16}{s[f.key]:.0%} of {s[f.den_key]:.0f} {f.den_name}")
+        elif not f.den and s.get(f.key):
+            lines.append(f"{f.name:<16}{s[f.key]:.0f}")
     lines.append(f"wall time (s)   rollout {t.get('rollout', 0):.0f}, credit wait {t.get('credit_wait', 0):.0f}, "
                  f"update {t.get('update', 0):.0f} (judge {t.get('judge', 0):.0f}, verify {t.get('verify', 0):.0f} "
                  f"during rollouts); whole run {s.get('wall_s_this_run', 0):.0f}")
@@ -148,26 +163,37 @@ def summary_block(s: dict) -> str:
 def _plot(trainer) -> str:
     from prover_jax.training.plot import plot_metrics
     from prover_jax.training.workdir import copy_file, is_local, read_lines
-    dest = trainer.root / "progress.png"
+    dest = trainer.run.root / "progress.png"
     if is_local(dest):
-        return plot_metrics(str(trainer.metrics_path), str(dest))
+        return plot_metrics(str(trainer.run.metrics_path), str(dest))
     with tempfile.TemporaryDirectory() as tmp:
         metrics = os.path.join(tmp, "metrics.jsonl")
         with open(metrics, "w") as f:
-            f.writelines(line + "\n" for line in read_lines(trainer.metrics_path))
+            f.writelines(line + "\n" for line in read_lines(trainer.run.metrics_path))
         copy_file(plot_metrics(metrics, os.path.join(tmp, "progress.png")), dest)
     return str(dest)
 
 
-def _totals(rows: list[dict]) -> dict:
+def _totals(rows: list[dict], headline=None) -> dict:
+    """The summary's totals over the training rows; a headline figure (`headline`: the method's
+    `Needs.headline`; None: every registered method's whose metrics the rows have) as key = sum(num) /
+    sum(den) and den_key = sum(den), or key = sum(num)."""
+    from prover_jax.credit.base import headlines
+
     rows = [r for r in rows if "success_rate" in r]
     if not rows:
         return {}
     total = lambda k: float(sum(r.get(k, 0.0) for r in rows))
-    valid = total("prover/valid_proposals")
-    return {"rl_steps": len(rows), "acceptance_rate": total("prover/accepted") / valid if valid else 0.0,
-            "valid_proposals": valid, "extra_token_frac": total("credit/extra_policy_tokens") / max(
-                total("policy_tokens"), 1.0),
+    out = {"rl_steps": len(rows)}
+    for f in headlines() if headline is None else headline:
+        if not any(f.num in r for r in rows):
+            continue
+        if f.den:
+            den = total(f.den)
+            out.update({f.key: total(f.num) / den if den else 0.0, f.den_key: den})
+        else:
+            out[f.key] = total(f.num)
+    return {**out, "extra_token_frac": total("credit/extra_policy_tokens") / max(total("policy_tokens"), 1.0),
             "judge_calls": total("judge/calls"), "judge_cost_usd": total("judge/cost_usd"),
             "time_s": {k: total(f"time/{k}_s") for k in ("rollout", "credit_wait", "judge", "verify", "update")},
             "train_success_first": rows[0]["success_rate"], "train_success_last": rows[-1]["success_rate"]}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -25,6 +26,7 @@ from prover_jax.rollout import Rollout
 from prover_jax.sampling import SamplingParams
 from prover_jax.sharding import named_sharding
 from prover_jax.training.batch import pack, padded_length, policy_positions
+from prover_jax.training.build import rollout_config
 from prover_jax.training.optim import make_optimizer
 from prover_jax.training.step import TrainState, make_train_step, nll_objective
 
@@ -69,28 +71,29 @@ def loss_positions(mask_BxL: np.ndarray, multiple: int = 16) -> tuple[np.ndarray
     return policy_positions(mask_BxL, P), np.arange(P)[None, :] < counts[:, None]
 
 
-def warm_start(trainer, cfg, progress: bool = False, demos: list | None = None) -> dict:
-    """Trains trainer.state.params for cfg.steps steps of cfg.batch_size demonstrations (`demos`, by
-    default the demonstrator's episodes of the first cfg.episodes training tasks); logs to
-    WORKDIR/sft.jsonl; returns {demos, loss_first, loss_last, seconds}."""
-    c = trainer.config
+def warm_start(run, params, cfg, progress: bool = False, demos: list | None = None) -> tuple[Any, dict]:
+    """`params` trained for cfg.steps steps of cfg.batch_size demonstrations (`demos`, by default the
+    demonstrator's episodes of the first cfg.episodes training tasks) on the built run's mesh and
+    policy (`wiring.Run`); logs to WORKDIR/sft.jsonl. Returns (params, {demos, loss_first, loss_last,
+    seconds})."""
+    c = run.config
     t0 = time.perf_counter()
     if demos is None:
-        expert = Rollout(None, trainer.tokenizer, trainer.rollout_config(SamplingParams()))
+        expert = Rollout(None, run.tokenizer, rollout_config(c, SamplingParams()))
         seeds = list(range(c.env.train_seed_start, c.env.train_seed_start + cfg.episodes))
-        demos = demonstrations(expert, trainer.pool, seeds, c.rollout.max_target_length, cfg.successes_only)
+        demos = demonstrations(expert, run.pool, seeds, c.rollout.max_target_length, cfg.successes_only)
     if not demos:
         raise RuntimeError("no expert demonstration fits rollout.max_target_length")
     optimizer = make_optimizer(sft_optim(cfg))
-    state = TrainState(params=jax.tree.map(jnp.copy, trainer.state.params),  # the step donates its state
-                       opt_state=globalize(optimizer.init(trainer.state.params), trainer.mesh),
-                       step=globalize(jnp.zeros((), jnp.int32), trainer.mesh))
-    step = make_train_step(trainer.graphdef, nll_objective(), optimizer, mesh=trainer.mesh)
+    state = TrainState(params=jax.tree.map(jnp.copy, params),  # the step donates its state
+                       opt_state=globalize(optimizer.init(params), run.mesh),
+                       step=globalize(jnp.zeros((), jnp.int32), run.mesh))
+    step = make_train_step(run.policy.graphdef, nll_objective(), optimizer, mesh=run.mesh)
     rng = np.random.default_rng(c.seed)  # the same batches on every process
     losses, lines = [], []
-    path = trainer.root / "sft.jsonl"
+    path = run.root / "sft.jsonl"
     bar = tqdm(total=cfg.steps, desc="SFT", dynamic_ncols=True, file=sys.stdout,
-               disable=not progress or not trainer.primary)
+               disable=not progress or not run.primary)
     with bar:
         for i in range(cfg.steps):
             pick = rng.choice(len(demos), size=min(cfg.batch_size, len(demos)), replace=False)
@@ -99,14 +102,14 @@ def warm_start(trainer, cfg, progress: bool = False, demos: list | None = None) 
                          micro_batch_size=len(chosen), length_multiple=SFT_LENGTH_MULTIPLE)
             rows = dict(tokens=batch["tokens"], valid=batch["valid"], loss_mask=batch["loss_mask"],
                         policy_at=loss_positions(batch["loss_mask"][0])[0][None])
-            state, metrics = step(state, {k: to_global(x, named_sharding((None, "batch", None), trainer.mesh, x.shape))
-                                          for k, x in rows.items()}, trainer.policy.frozen)
+            state, metrics = step(state, {k: to_global(x, named_sharding((None, "batch", None), run.mesh, x.shape))
+                                          for k, x in rows.items()}, run.policy.frozen)
             losses.append(float(metrics["loss"]))
             lines.append(json.dumps({"sft_step": i + 1, "loss": losses[-1]}) + "\n")
-            if trainer.primary and ((i + 1) % SFT_LOG_EVERY == 0 or i + 1 == cfg.steps):
+            if run.primary and ((i + 1) % SFT_LOG_EVERY == 0 or i + 1 == cfg.steps):
                 path.write_text("".join(lines))
             bar.update(1)
             bar.set_postfix(loss=f"{losses[-1]:.3f}")
-    trainer.state = trainer.state.replace(params=state.params)
-    return {"demos": len(demos), "loss_first": losses[0], "loss_last": losses[-1],
+    info = {"demos": len(demos), "loss_first": losses[0], "loss_last": losses[-1],
             "seconds": time.perf_counter() - t0}
+    return state.params, info

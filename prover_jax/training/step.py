@@ -15,6 +15,7 @@ After the first step the model's own arrays are donated: rebuild it with
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, NamedTuple
 
 import flax.struct
@@ -155,155 +156,173 @@ def make_train_step(graphdef, objective, optimizer: optax.GradientTransformation
     With `mesh`: each micro-batch is sharded over its sequences (logical "batch" -> data, fsdp), and
     the new state keeps exactly the shardings of the state passed in (read on the first call).
     """
+    if epochs < 1 or mini_batches < 1:
+        raise ValueError(f"train.ppo_epochs ({epochs}) and train.mini_batches ({mini_batches}) must be >= 1")
+
     def loss_fn(params, mb, num_tokens, num_seqs, frozen):
         model = nnx.merge(graphdef, params) if frozen is None else nnx.merge(graphdef, params, frozen)
         return objective.fn(model, mb, num_tokens, num_seqs, logprob_chunk)
 
+    step = functools.partial(_step, functools.partial(_update, loss_fn, optimizer), objective.keys, epochs,
+                             mini_batches)
+    return jax.jit(step, donate_argnums=0) if mesh is None else TrainStep(step, mesh)
+
+
+def _counts(batch):
+    """(N, S) of a [M, mb, L] batch: its policy tokens and the sequences holding one."""
+    mask = batch["loss_mask"].astype(bool)
+    seg = batch.get("segment_ids")
+    return jnp.sum(mask), count_sequences(mask.reshape(-1, mask.shape[-1]),
+                                          None if seg is None else seg.reshape(-1, seg.shape[-1]))
+
+
+def _update(loss_fn, optimizer, state: TrainState, batch, grad_shardings=None, frozen=None):
+    """One optimizer update from the [M, mb, L] batch, gradients summed in fp32 over its micro-batches:
+    (params, opt_state, finite, metrics); not finite: params and opt_state unchanged."""
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+    num_tokens, num_seqs = _counts(batch)
 
-    if epochs < 1 or mini_batches < 1:
-        raise ValueError(f"train.ppo_epochs ({epochs}) and train.mini_batches ({mini_batches}) must be >= 1")
+    def micro(carry, mb):
+        grads_acc, metrics_acc = carry
+        (loss, metrics), grads = grad_fn(state.params, mb, num_tokens, num_seqs, frozen)
+        if grad_shardings is not None:
+            grads = jax.lax.with_sharding_constraint(grads, grad_shardings)
+        grads_acc = jax.tree.map(lambda a, g: a + g.astype(jnp.float32), grads_acc, grads)
+        metrics_acc = jax.tree.map(jnp.add, metrics_acc, dict(metrics, loss=loss))
+        return (grads_acc, metrics_acc), None
 
-    def counts(batch):
-        """(N, S) of a [M, mb, L] batch: its policy tokens and the sequences holding one."""
-        mask = batch["loss_mask"].astype(bool)
-        seg = batch.get("segment_ids")
-        return jnp.sum(mask), count_sequences(mask.reshape(-1, mask.shape[-1]),
-                                              None if seg is None else seg.reshape(-1, seg.shape[-1]))
+    first = jax.tree.map(lambda x: x[0], batch)
+    shapes = jax.eval_shape(loss_fn, state.params, first, num_tokens, num_seqs, frozen)
+    zero_metrics = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), dict(shapes[1], loss=shapes[0]))
+    zero_grads = jax.tree.map(lambda p: jnp.zeros(p.shape, jnp.float32), state.params)
+    (grads, metrics), _ = jax.lax.scan(micro, (zero_grads, zero_metrics), batch)
+    grads = jax.tree.map(lambda g, p: g.astype(p.dtype), grads, state.params)
 
-    def update(state: TrainState, batch, grad_shardings=None, frozen=None):
-        """One optimizer update from the [M, mb, L] batch: (params, opt_state, finite, metrics)."""
-        num_tokens, num_seqs = counts(batch)
+    grad_norm = optax.global_norm(grads)
+    finite = jnp.isfinite(metrics["loss"]) & jnp.isfinite(grad_norm)
+    grads = jax.tree.map(lambda g: jnp.where(finite, g, 0), grads)
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
 
-        def micro(carry, mb):
-            grads_acc, metrics_acc = carry
-            (loss, metrics), grads = grad_fn(state.params, mb, num_tokens, num_seqs, frozen)
-            if grad_shardings is not None:
-                grads = jax.lax.with_sharding_constraint(grads, grad_shardings)
-            grads_acc = jax.tree.map(lambda a, g: a + g.astype(jnp.float32), grads_acc, grads)
-            metrics_acc = jax.tree.map(jnp.add, metrics_acc, dict(metrics, loss=loss))
-            return (grads_acc, metrics_acc), None
+    def keep(new, old):
+        return jax.tree.map(lambda n, o: jnp.where(finite, n, o), new, old)
 
-        first = jax.tree.map(lambda x: x[0], batch)
-        shapes = jax.eval_shape(loss_fn, state.params, first, num_tokens, num_seqs, frozen)
-        zero_metrics = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype),
-                                    dict(shapes[1], loss=shapes[0]))
-        zero_grads = jax.tree.map(lambda p: jnp.zeros(p.shape, jnp.float32), state.params)
-        (grads, metrics), _ = jax.lax.scan(micro, (zero_grads, zero_metrics), batch)
-        grads = jax.tree.map(lambda g, p: g.astype(p.dtype), grads, state.params)
+    metrics = dict(metrics, num_seqs=num_seqs, grad_norm=grad_norm)
+    return keep(params, state.params), keep(opt_state, state.opt_state), finite, metrics
 
-        grad_norm = optax.global_norm(grads)
-        finite = jnp.isfinite(metrics["loss"]) & jnp.isfinite(grad_norm)
-        grads = jax.tree.map(lambda g: jnp.where(finite, g, 0), grads)
-        updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-        params = optax.apply_updates(state.params, updates)
 
-        def keep(new, old):
-            return jax.tree.map(lambda n, o: jnp.where(finite, n, o), new, old)
+def _with_lr(new_state, metrics):
+    hyper = getattr(new_state.opt_state, "hyperparams", None)
+    if hyper is not None and "learning_rate" in hyper:
+        metrics["learning_rate"] = hyper["learning_rate"]
+    return new_state, metrics
 
-        metrics = dict(metrics, num_seqs=num_seqs, grad_norm=grad_norm)
-        return keep(params, state.params), keep(opt_state, state.opt_state), finite, metrics
 
-    def with_lr(new_state, metrics):
-        hyper = getattr(new_state.opt_state, "hyperparams", None)
-        if hyper is not None and "learning_rate" in hyper:
-            metrics["learning_rate"] = hyper["learning_rate"]
-        return new_state, metrics
+def _step(update, keys, epochs: int, mini_batches: int, state: TrainState, batch, frozen=None, grad_shardings=None):
+    """The whole step: one update, or `epochs` passes over `mini_batches` mini-batches (`_ppo_epochs`)."""
+    missing = [k for k in keys if k not in batch]
+    if missing:
+        raise KeyError(f"train batch lacks {missing}")
+    if epochs * mini_batches == 1:
+        params, opt_state, finite, metrics = update(state, batch, grad_shardings, frozen)
+        new_state = TrainState(params=params, opt_state=opt_state, step=state.step + finite.astype(jnp.int32))
+        return _with_lr(new_state, dict(metrics, skipped=1 - finite.astype(jnp.int32)))
+    return _with_lr(*_ppo_epochs(update, epochs, mini_batches, state, batch, grad_shardings, frozen))
 
-    def step_fn(state: TrainState, batch, frozen=None, grad_shardings=None):
-        missing = [k for k in objective.keys if k not in batch]
-        if missing:
-            raise KeyError(f"train batch lacks {missing}")
-        if epochs * mini_batches == 1:
-            params, opt_state, finite, metrics = update(state, batch, grad_shardings, frozen)
-            new_state = TrainState(params=params, opt_state=opt_state, step=state.step + finite.astype(jnp.int32))
-            return with_lr(new_state, dict(metrics, skipped=1 - finite.astype(jnp.int32)))
-        return with_lr(*ppo_epochs(state, batch, grad_shardings, frozen))
 
-    def ppo_epochs(state: TrainState, batch, grad_shardings, frozen):
-        M = next(iter(batch.values())).shape[0]
-        per = -(-M // mini_batches)
-        pad = per * mini_batches - M
-        minis = jax.tree.map(lambda x: jnp.pad(x, [(0, pad)] + [(0, 0)] * (x.ndim - 1)).reshape(
-            (mini_batches, per) + x.shape[1:]), batch)
+def _ppo_epochs(update, epochs: int, mini_batches: int, state: TrainState, batch, grad_shardings, frozen):
+    """E passes over N zero-padded mini-batches of the M micro-batches, one update each (see
+    make_train_step); metrics averaged over the non-empty updates."""
+    M = next(iter(batch.values())).shape[0]
+    per = -(-M // mini_batches)
+    pad = per * mini_batches - M
+    minis = jax.tree.map(lambda x: jnp.pad(x, [(0, pad)] + [(0, 0)] * (x.ndim - 1)).reshape(
+        (mini_batches, per) + x.shape[1:]), batch)
 
-        def one(carry, n):
-            params, opt_state, applied = carry
-            mini = jax.tree.map(lambda x: jax.lax.dynamic_index_in_dim(x, n, keepdims=False), minis)
-            nonempty = jnp.any(mini["loss_mask"])
-            cur = TrainState(params=params, opt_state=opt_state, step=state.step)
-            new_params, new_opt, finite, m = update(cur, mini, grad_shardings, frozen)
-            ok = finite & nonempty
-            params, opt_state = jax.tree.map(lambda a, b: jnp.where(ok, a, b), (new_params, new_opt),
-                                             (params, opt_state))
-            m = dict(m, weight=nonempty.astype(jnp.float32), skipped=(nonempty & ~finite).astype(jnp.int32))
-            return (params, opt_state, applied + ok.astype(jnp.int32)), m
+    def one(carry, n):
+        params, opt_state, applied = carry
+        mini = jax.tree.map(lambda x: jax.lax.dynamic_index_in_dim(x, n, keepdims=False), minis)
+        nonempty = jnp.any(mini["loss_mask"])
+        cur = TrainState(params=params, opt_state=opt_state, step=state.step)
+        new_params, new_opt, finite, m = update(cur, mini, grad_shardings, frozen)
+        ok = finite & nonempty
+        params, opt_state = jax.tree.map(lambda a, b: jnp.where(ok, a, b), (new_params, new_opt),
+                                         (params, opt_state))
+        m = dict(m, weight=nonempty.astype(jnp.float32), skipped=(nonempty & ~finite).astype(jnp.int32))
+        return (params, opt_state, applied + ok.astype(jnp.int32)), m
 
-        order = jnp.tile(jnp.arange(mini_batches, dtype=jnp.int32), epochs)
-        (params, opt_state, applied), ms = jax.lax.scan(one, (state.params, state.opt_state, jnp.int32(0)), order)
-        w = ms.pop("weight")
-        skipped = jnp.sum(ms.pop("skipped"))
-        metrics = {k: jnp.sum(v * w.reshape((-1,) + (1,) * (v.ndim - 1))) / jnp.maximum(jnp.sum(w), 1.0)
-                   for k, v in ms.items()}
-        num_tokens, num_seqs = counts(batch)
-        metrics.update(num_tokens=num_tokens.astype(jnp.float32), num_seqs=num_seqs, skipped=skipped, updates=applied)
-        new_state = TrainState(params=params, opt_state=opt_state, step=state.step + (applied > 0).astype(jnp.int32))
-        return new_state, metrics
+    order = jnp.tile(jnp.arange(mini_batches, dtype=jnp.int32), epochs)
+    (params, opt_state, applied), ms = jax.lax.scan(one, (state.params, state.opt_state, jnp.int32(0)), order)
+    w = ms.pop("weight")
+    skipped = jnp.sum(ms.pop("skipped"))
+    metrics = {k: jnp.sum(v * w.reshape((-1,) + (1,) * (v.ndim - 1))) / jnp.maximum(jnp.sum(w), 1.0)
+               for k, v in ms.items()}
+    num_tokens, num_seqs = _counts(batch)
+    metrics.update(num_tokens=num_tokens.astype(jnp.float32), num_seqs=num_seqs, skipped=skipped, updates=applied)
+    new_state = TrainState(params=params, opt_state=opt_state, step=state.step + (applied > 0).astype(jnp.int32))
+    return new_state, metrics
 
-    if mesh is None:
-        return jax.jit(step_fn, donate_argnums=0)
 
-    from prover_jax.distributed.arrays import batch_sharding
+class TrainStep:
+    """`make_train_step` on a mesh: `step(state, batch, frozen=None)` runs the program for the state's
+    layout and the batch's shapes, compiled ahead by `precompile` or jitted on first use."""
 
-    replicated = NamedSharding(mesh, P())
-    cache = {}
+    def __init__(self, step: Callable, mesh):
+        self.step, self.mesh = step, mesh
+        self.replicated = NamedSharding(mesh, P())
+        self._jitted: dict = {}  # (state structure, batch shapes) -> jax.jit program
+        self._compiled: dict = {}  # the same keys -> executables from precompile
 
-    def placed(x):
+    def _placed(self, x):
         s = getattr(x, "sharding", None)
-        return s if isinstance(s, NamedSharding) and s.mesh == mesh else replicated
+        return s if isinstance(s, NamedSharding) and s.mesh == self.mesh else self.replicated
 
+    @staticmethod
     def _key(state, batch):
         return jax.tree.structure(state), tuple((k, tuple(v.shape), str(v.dtype)) for k, v in sorted(batch.items()))
 
-    def jitted(state: TrainState, batch, frozen=None):
+    def jitted(self, state: TrainState, batch, frozen=None):
         """The jitted step for states laid out like `state` and batches of `batch`'s shapes (arrays or
         ShapeDtypeStructs): in_shardings are the state's own, `batch_sharding` for every batch array
         and the frozen weights' own; out_shardings the state's and replicated metrics. So the whole
         layout is fixed before step 1, and `jitted(state, batch).lower(state, batch)` compiles it
         (LoRA: `frozen` a third argument everywhere)."""
-        key = _key(state, batch)
-        if key not in cache:
-            state_sh = jax.tree.map(placed, state)
-            batch_sh = {k: batch_sharding(mesh, tuple(v.shape)) for k, v in batch.items()}
-            ins = (state_sh, batch_sh) + (() if frozen is None else (jax.tree.map(placed, frozen),))
-            fn = lambda s, b, f=None: step_fn(s, b, f, grad_shardings=state_sh.params)  # noqa: E731
-            cache[key] = jax.jit(fn, in_shardings=ins, out_shardings=(state_sh, replicated), donate_argnums=0)
-        return cache[key]
+        from prover_jax.distributed.arrays import batch_sharding
 
-    compiled = {}
+        key = self._key(state, batch)
+        if key not in self._jitted:
+            state_sh = jax.tree.map(self._placed, state)
+            batch_sh = {k: batch_sharding(self.mesh, tuple(v.shape)) for k, v in batch.items()}
+            ins = (state_sh, batch_sh) + (() if frozen is None else (jax.tree.map(self._placed, frozen),))
+            fn = functools.partial(_with_grad_shardings, self.step, state_sh.params)
+            self._jitted[key] = jax.jit(fn, in_shardings=ins, out_shardings=(state_sh, self.replicated),
+                                        donate_argnums=0)
+        return self._jitted[key]
 
-    def precompile(state: TrainState, batches, frozen=None) -> int:
+    def precompile(self, state: TrainState, batches, frozen=None) -> int:
         """Compiles the step ahead of time for each abstract batch (dicts of ShapeDtypeStructs laid
         out as `batch_sharding`); a later call with those shapes runs the executable, no compile.
         Returns how many were compiled."""
         n = 0
         for b in batches:
-            key = _key(state, b)
-            if key not in compiled:
+            key = self._key(state, b)
+            if key not in self._compiled:
                 args = (state, b) if frozen is None else (state, b, frozen)
-                compiled[key] = jitted(*args).lower(*args).compile()
+                self._compiled[key] = self.jitted(*args).lower(*args).compile()
                 n += 1
         return n
 
-    def train_step(state: TrainState, batch, frozen=None):
-        batch = {k: v if isinstance(v, jax.Array) and not v.sharding.is_fully_addressable else
-                 jax.device_put(v, batch_sharding(mesh, v.shape)) for k, v in batch.items()}
-        args = (state, batch) if frozen is None else (state, batch, frozen)
-        return (compiled.get(_key(state, batch)) or jitted(*args))(*args)
+    def __call__(self, state: TrainState, batch, frozen=None):
+        from prover_jax.distributed.arrays import batch_sharding
 
-    train_step.jitted = jitted
-    train_step.precompile = precompile
-    return train_step
+        batch = {k: v if isinstance(v, jax.Array) and not v.sharding.is_fully_addressable else
+                 jax.device_put(v, batch_sharding(self.mesh, v.shape)) for k, v in batch.items()}
+        args = (state, batch) if frozen is None else (state, batch, frozen)
+        return (self._compiled.get(self._key(state, batch)) or self.jitted(*args))(*args)
+
+
+def _with_grad_shardings(step, grad_shardings, state, batch, frozen=None):
+    return step(state, batch, frozen, grad_shardings=grad_shardings)
 
 
 def make_logprob_fn(graphdef, *, logprob_chunk: int | None = None):

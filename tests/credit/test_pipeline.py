@@ -1,5 +1,5 @@
-"""The pipelined RL step (judges and verification overlapped with rollouts) against the serial one,
-and judges that hang or raise."""
+"""The pipelined RL step (plans and continuations overlapped with rollouts) against the serial one, for
+every method that samples continuations (prover, budget_grpo, spo_chain), and judges that hang or raise."""
 
 import threading
 import time
@@ -47,7 +47,7 @@ def setup(household_tokenizer):
 def credit_config():
     c = default_config().credit
     c.prover.k = K
-    c.prover.band_high = 1.0  # every mixed group is eligible
+    c.band_high = 1.0  # every mixed group is eligible
     return c
 
 
@@ -56,11 +56,13 @@ def rollout(engine, tok):
     return Rollout(Driver(engine), tok, cfg)
 
 
-def step(setup, judge, overlap, timeout=300.0, speculate=False, starts=None):
-    """One step; `starts` (a list) gets, per continuation batch started, whether its group had ended."""
+def step(setup, judge, overlap, timeout=300.0, speculate=False, starts=None, method="prover", config=None):
+    """One step of `method`; `starts` (a list) gets, per continuation batch started, whether its group
+    had ended."""
     engine, tok, pool, vpool = setup
     ro = rollout(engine, tok)
-    credit = make_credit("prover", credit_config(), judge=judge, verifier=RolloutVerifier(ro, vpool), seed=0)
+    credit = make_credit(method, config or credit_config(), judge=judge, verifier=RolloutVerifier(ro, vpool),
+                         seed=0)
     pipe = StepPipeline(ro, pool, credit, verify_pool=vpool if overlap else None, judge_timeout_s=timeout,
                         speculate=speculate)
     if starts is not None:
@@ -89,6 +91,10 @@ def step(setup, judge, overlap, timeout=300.0, speculate=False, starts=None):
 
 def same_step(serial, s_trajs, piped, p_trajs):
     assert [t.tokens for t in s_trajs] == [t.tokens for t in p_trajs]
+    assert (serial.groups is None) == (piped.groups is None)
+    if serial.groups is not None:  # the enlarged groups: the same extra episodes
+        assert [[t.tokens for t in g] for g in serial.groups] == [[t.tokens for t in g] for g in piped.groups]
+    assert [len(a) for a in serial.advantages] == [len(a) for a in piped.advantages]
     for a, b in zip(serial.advantages, piped.advantages):
         for x, y in zip(a, b):
             np.testing.assert_array_equal(x, y)
@@ -171,15 +177,33 @@ def test_hanging_or_raising_judge_is_a_drop_within_the_timeout(setup):
     assert took < plain_s + 2.0 + 5.0  # the hang costs at most its timeout, never 60 s
 
 
+def baseline_config():
+    c = credit_config()
+    c.spo_chain.k, c.spo_chain.interval = K, 1
+    return c
+
+
+@pytest.mark.parametrize("method", ["budget_grpo", "spo_chain"])
+def test_baselines_overlapped_equal_serial(setup, method):
+    """budget_grpo's fresh episodes (rounds of turn-0 continuations) and spo_chain's cut-point
+    continuations join the step's Play as their group ends: the same episodes, advantages and metrics
+    as the serial `assign`."""
+    s_trajs, serial, _ = step(setup, RandomJudge(), overlap=False, method=method, config=baseline_config())
+    starts = []
+    p_trajs, piped, _ = step(setup, RandomJudge(), overlap=True, method=method, config=baseline_config(),
+                             starts=starts)
+    same_step(serial, s_trajs, piped, p_trajs)
+    assert serial.metrics[EXTRA_TOKENS] > 0 and starts and all(starts)  # played in the Play, once groups ended
+    assert {"time/rollout_s", "time/credit_wait_s", "time/judge_s", "time/verify_s"} <= set(piped.metrics)
+
+
 @pytest.mark.parametrize("method", ["budget_grpo", "spo_chain"])
 def test_baselines_sample_through_the_rollout_verifier(setup, method):
     """Budget-Matched GRPO's fresh episodes and SPO-chain's cut-point continuations are played by the
     policy itself (RolloutVerifier): real trajectories, their sampled tokens counted as extra."""
     engine, tok, pool, vpool = setup
     ro = rollout(engine, tok)
-    c = credit_config()
-    c.spo_chain.k, c.spo_chain.interval = K, 1
-    credit = make_credit(method, c, judge=RandomJudge(), verifier=RolloutVerifier(ro, vpool), seed=0)
+    credit = make_credit(method, baseline_config(), judge=RandomJudge(), verifier=RolloutVerifier(ro, vpool), seed=0)
     trajs, out = StepPipeline(ro, pool, credit).run(SEEDS, UIDS, G)
     assert out.metrics[EXTRA_TOKENS] > 0
     if method == "budget_grpo":

@@ -293,8 +293,8 @@ def test_eval_metrics_keys_and_standard_errors():
 
 
 def _stub_trainer(env_name, env_kwargs, eval_episodes=200, eval_seeds=0):
-    """A Trainer with only what evaluate needs: config, env pool, and a greedy rollout that records
-    the seeds it is given (success on even task numbers, score 0.5 elsewhere)."""
+    """A Trainer over a stub run with only what evaluate needs: config, env pool, and a greedy rollout
+    that records the seeds it is given (success on even task numbers, score 0.5 elsewhere)."""
     from prover_jax.training.config import default_config
     from prover_jax.training.trainer import Trainer
 
@@ -303,7 +303,6 @@ def _stub_trainer(env_name, env_kwargs, eval_episodes=200, eval_seeds=0):
     t.config.env.name = env_name
     t.config.train.eval_episodes = eval_episodes
     t.config.env.eval_seeds = eval_seeds
-    t.pool = EnvPool(env_name, 4, env_kwargs)
     played = []
 
     def run(pool, seeds):
@@ -315,15 +314,21 @@ def _stub_trainer(env_name, env_kwargs, eval_episodes=200, eval_seeds=0):
             out.append(types.SimpleNamespace(success=even, score=1.0 if even else 0.5))
         return out
 
-    t.greedy = types.SimpleNamespace(run=run)
+    t.run = types.SimpleNamespace(pool=EnvPool(env_name, 4, env_kwargs), greedy=types.SimpleNamespace(run=run))
     return t, played
+
+
+def _splits(t) -> dict:
+    from prover_jax.training.evaluation import task_splits
+
+    t.run.task_splits = task_splits(t.run.pool, t.config.env.name)
+    return t.run.task_splits
 
 
 def test_trainer_evaluates_distinct_eval_tasks_only(webshop_dir):
     t, played = _stub_trainer("webshop", dict(data_dir=webshop_dir, eval_goals=5, train_goal_start=5))
     try:
-        t.task_splits = t._task_splits()
-        assert t.task_splits == {"train": 7, "eval": 5}
+        assert _splits(t) == {"train": 7, "eval": 5}
         row = t.evaluate()  # 200 asked for, the eval split holds 5 goals
         assert played == [-1, -2, -3, -4, -5] and row["eval/episodes"] == 5
         assert row["eval/success"] == 0.6 and row["eval/success_se"] == pytest.approx(math.sqrt(0.24 / 5))
@@ -331,13 +336,13 @@ def test_trainer_evaluates_distinct_eval_tasks_only(webshop_dir):
         played.clear()
         assert t.evaluate(3)["eval/episodes"] == 3 and played == [-1, -2, -3]
     finally:
-        t.pool.close()
+        t.run.pool.close()
     t, played = _stub_trainer("household", {}, eval_episodes=7, eval_seeds=6)
     try:
-        t.task_splits = t._task_splits()
+        _splits(t)
         assert t.evaluate()["eval/episodes"] == 6 and played == [-1, -2, -3, -4, -5, -6]
     finally:
-        t.pool.close()
+        t.run.pool.close()
 
 
 def test_trainer_refuses_empty_splits_and_train_seeds_in_the_eval_range(webshop_dir):
@@ -347,9 +352,9 @@ def test_trainer_refuses_empty_splits_and_train_seeds_in_the_eval_range(webshop_
     t, _ = _stub_trainer("webshop", dict(data_dir=webshop_dir, eval_goals=0, train_goal_start=0))
     try:
         with pytest.raises(EnvWorkerError, match="eval split is empty.*eval_goals=0"):
-            t._task_splits()
+            _splits(t)
     finally:
-        t.pool.close()
+        t.run.pool.close()
     c = default_config()
     check_task_config(c)
     assert c.train.eval_episodes == 200 and c.env.eval_seeds == 0

@@ -30,6 +30,9 @@ class FixedJudge:
     def __init__(self, segment, reason="ok"):
         self.segment, self.reason, self.seen = segment, reason, []
 
+    def begin_step(self):
+        pass
+
     def propose(self, success, failures, *, max_segment_turns, rng):
         self.seen.append((success.uid, [f.uid for f in failures]))
         return types.SimpleNamespace(segment=self.segment, reason=self.reason, calls=1, cost_usd=0.01,

@@ -73,7 +73,7 @@ def pod_config():
     c.sft.learning_rate = 3e-3
     c.credit.method = "prover"
     c.credit.prover.k = 2
-    c.credit.prover.band_high = 1.0  # every mixed group is eligible
+    c.credit.band_high = 1.0  # every mixed group is eligible
     c.judge.name = "contrastive"
     return c
 

@@ -93,6 +93,20 @@ def make_multimodal_checkpoint(path, layer_types, tied=True, seed=0):
     return model
 
 
+def word_tokenizer(path, vocab_size=TINY["vocab_size"]):
+    """Saved at `path`: token id i <-> word 'w{i}' (0: <unk>, 1: <eos>, the eos token), whitespace-split;
+    decode joins with spaces."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {"<unk>": 0, "<eos>": 1, **{f"w{i}": i for i in range(2, vocab_size)}}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.save(os.path.join(path, "tokenizer.json"))
+    with open(os.path.join(path, "tokenizer_config.json"), "w") as f:
+        json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "<unk>",
+                   "eos_token": "<eos>"}, f)
+
+
 def hf_logits(model, tokens, mask=None, positions=None):
     with torch.no_grad():
         kw = {"use_cache": False}

@@ -29,6 +29,7 @@ from prover_jax.envs.testing import play_demonstrator
 from prover_jax.rollout.loop import Rollout
 from prover_jax.sampling import SamplingParams
 from prover_jax.training import sft
+from prover_jax.training.build import rollout_config
 from prover_jax.training.config import load_config_file
 from prover_jax.training.trainer import Trainer
 
@@ -77,13 +78,13 @@ def task_seeds(t: Trainer) -> list[int]:
 def torn_demonstrations(t: Trainer, wrong_copies: int) -> list:
     """The expert's episode of each training task and `wrong_copies` of the confused demonstrator's."""
     c, seeds = t.config, task_seeds(t)
-    expert = Rollout(None, t.tokenizer, t.rollout_config(SamplingParams()))
+    expert = Rollout(None, t.run.tokenizer, rollout_config(t.config, SamplingParams()))
     confused = EnvPool(c.env.name, len(seeds), {**c.env.kwargs, "demo_confusion": 1.0})
     try:
         wrong = sft.demonstrations(expert, confused, seeds, c.rollout.max_target_length, successes_only=False)
     finally:
         confused.close()
-    right = sft.demonstrations(expert, t.pool, seeds, c.rollout.max_target_length)
+    right = sft.demonstrations(expert, t.run.pool, seeds, c.rollout.max_target_length)
     if [d.success for d in right + wrong] != [True] * len(seeds) + [False] * len(seeds):
         raise RuntimeError("the expert must succeed and the confused demonstrator fail on every task")
     return right + wrong * wrong_copies
@@ -94,8 +95,8 @@ def training_success(t: Trainer, episodes: int) -> float:
     (episode uids apart from the trainer's)."""
     seeds = [s for s in task_seeds(t) for _ in range(episodes)]
     uids = list(range(10**6, 10**6 + len(seeds)))
-    n = t.pool.num_envs
-    trajs = [x for i in range(0, len(seeds), n) for x in t.rollout.run(t.pool, seeds[i:i + n], uids=uids[i:i + n])]
+    n = t.run.pool.num_envs
+    trajs = [x for i in range(0, len(seeds), n) for x in t.run.rollout.run(t.run.pool, seeds[i:i + n], uids=uids[i:i + n])]
     return float(np.mean([x.success for x in trajs]))
 
 
@@ -109,7 +110,7 @@ class Run:
         try:
             t.run_sft(demos=torn_demonstrations(t, p.wrong_copies))
             self.before = training_success(t, p.episodes)
-            self.start, self.tasks = jax.tree.map(jnp.copy, t.state), t.tasks.get_state()
+            self.start, self.tasks = jax.tree.map(jnp.copy, t.state), t.run.tasks.get_state()
         except BaseException:
             t.close()
             raise
@@ -121,25 +122,25 @@ class Run:
             raise ValueError(f"unknown variant {variant!r}; expected one of {VARIANTS}")
         t = self.trainer
         t.state = jax.tree.map(jnp.copy, self.start)
-        t.tasks.set_state(self.tasks)
+        t.run.tasks.set_state(self.tasks)
         t.batches_drawn = 0
-        t.driver.update_params(t.sync(t.state.params))
-        assign, update = t.credit.assign, t.driver.update_params
+        t.run.driver.update_params(t.run.sync(t.state.params))
+        assign, update = t.run.credit.assign, t.run.driver.update_params
         if variant == "flipped":
             def flipped(*args, **kwargs):
                 out = assign(*args, **kwargs)
                 out.advantages = [[-a for a in group] for group in out.advantages]
                 return out
 
-            t.credit.assign = flipped
+            t.run.credit.assign = flipped
         elif variant == "frozen":  # the sampler keeps its own copy of the start's weights
-            t.driver.update_params(jax.tree.map(jnp.copy, t.driver.params))
-            t.driver.update_params = lambda params: None
+            t.run.driver.update_params(jax.tree.map(jnp.copy, t.run.driver.params))
+            t.run.driver.update_params = lambda params: None
         try:
             curve = [t.rl_step()["success_rate"] for _ in range(self.probe.steps)]
             return training_success(t, self.probe.episodes), curve
         finally:
-            t.credit.assign, t.driver.update_params = assign, update
+            t.run.credit.assign, t.run.driver.update_params = assign, update
 
     def close(self) -> None:
         self.trainer.close()

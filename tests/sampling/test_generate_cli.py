@@ -15,24 +15,12 @@ from prover_jax.convert import save_checkpoint
 from prover_jax.models import qwen3_5
 from prover_jax.sampling import cli
 
-from helpers.hf import LOGPROB_TOL, MIN_GAP, TINY, hf_greedy, log_softmax_at, make_greedy_checkpoint
+from helpers.hf import (LOGPROB_TOL, MIN_GAP, TINY, hf_greedy, log_softmax_at, make_greedy_checkpoint,
+                        word_tokenizer)
 
 L, A = "linear_attention", "full_attention"
 N_NEW = 10
 PROMPTS = [[5, 17, 33, 8, 71], [90, 2, 44, 61, 12, 3, 7]]  # one prefill bucket: fewer compilations
-
-
-def word_tokenizer(path):
-    """Token id i <-> word 'w{i}' (0: <unk>, 1: <eos>), whitespace-split; decode joins with spaces."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    vocab = {"<unk>": 0, "<eos>": 1, **{f"w{i}": i for i in range(2, TINY["vocab_size"])}}
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok.save(os.path.join(path, "tokenizer.json"))
-    with open(os.path.join(path, "tokenizer_config.json"), "w") as f:
-        json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "<unk>",
-                   "eos_token": "<eos>"}, f)
 
 
 def text(ids):

@@ -105,12 +105,12 @@ def test_trainer_serves_its_judge_and_stops_it(checkpoint, tmp_path):
     c.judge = judge_config(checkpoint)
     t = trainer_lib.Trainer(c, str(tmp_path / "w"))
     try:
-        url = t.judge_server.base_url
-        assert c.judge.openai.base_url == url and t.judge.endpoint.base_url == url
+        url = t.run.judge_server.base_url
+        assert c.judge.openai.base_url == url and t.run.judge.endpoint.base_url == url
         assert httpx.get(f"{url}/models").status_code == 401
-        key = {"Authorization": f"Bearer {t.judge_server.api_key}"}
+        key = {"Authorization": f"Bearer {t.run.judge_server.api_key}"}
         assert httpx.get(f"{url}/models", headers=key).status_code == 200
-        assert t.judge.client.api_key == t.judge_server.api_key  # the judge's client holds the run's key
+        assert t.run.judge.client.api_key == t.run.judge_server.api_key  # the judge's client holds the run's key
     finally:
         t.close()
     with pytest.raises(httpx.HTTPError):

@@ -1,7 +1,8 @@
-"""Every config field is declared, with a comment, in one place (training/config.py):
+"""Every config field is declared, with a comment, in one place: training/config.py, or, for a credit
+method's own section config.credit.<name>, the method's `default_config` next to its maths:
 
-(a) each leaf of `default_config()` carries a comment on its first assignment in config.py (trailing, or
-    a comment line right above it);
+(a) each leaf of `default_config()` carries a comment on its first assignment in config.py or in its
+    method's `default_config` (trailing, or a comment line right above it);
 (b) every field the package reads or writes through the training config (`c.<section>.<field>`,
     `config.<section>...`, `self.config...`, section aliases such as `r = config.rollout`, `loss_cfg`,
     and `.get("f")` / `getattr(x, "f")` / `config_get(x, "f")` on any of them) is declared there;
@@ -14,13 +15,16 @@ from __future__ import annotations
 import ast
 import glob
 import importlib.machinery
+import inspect
 import io
 import os
+import textwrap
 import tokenize
 
 import ml_collections
 import pytest
 
+from prover_jax.credit.base import CreditMethod, credit_class, credit_names
 from prover_jax.training import config as config_lib
 from prover_jax.training.config import default_config
 
@@ -107,18 +111,36 @@ def uncommented(source: str, stmt: ast.stmt, comments: set[int], only: set[int])
 
 # ------------------------------------------------------------------------- (a) config.py's comments
 
+def declarations() -> list[tuple[str, str, str, str]]:
+    """(where, source, root name, field prefix) of every place fields are declared: config.py (`c.<field>`)
+    and each registered credit method's `default_config` (`s.<field>` of config.credit.<name>)."""
+    out = [("config.py", open(config_lib.__file__).read(), "c", "")]
+    for name in credit_names():
+        fn = credit_class(name).default_config
+        if fn.__func__ is not CreditMethod.default_config.__func__:
+            out.append((f"{name}.default_config", textwrap.dedent(inspect.getsource(fn)), "s", f"credit.{name}."))
+    return out
+
+
 def test_every_declared_field_has_a_comment():
-    source = open(config_lib.__file__).read()
-    comments, only = comment_lines(source)
     first = {}
-    for path, stmt in assignments(source):
-        first.setdefault(path, stmt)
+    for where, source, root, prefix in declarations():
+        comments, only = comment_lines(source)
+        for path, stmt in assignments(source, root):
+            first.setdefault(prefix + path, (where, stmt, uncommented(source, stmt, comments, only)))
     fields = leaves(default_config())
     missing = sorted(set(fields) - set(first))
-    assert not missing, f"leaves of default_config() not assigned as c.<field> in config.py: {missing}"
-    bare = [f"config.py:{first[p].lineno} {p}" for p in sorted(fields, key=lambda p: first[p].lineno)
-            if uncommented(source, first[p], comments, only)]
+    assert not missing, f"leaves of default_config() declared in neither config.py nor a default_config: {missing}"
+    bare = [f"{first[p][0]}:{first[p][1].lineno} {p}" for p in sorted(fields) if first[p][2]]
     assert not bare, "fields declared without a comment:\n" + "\n".join(bare)
+
+
+def test_the_comment_check_sees_method_sections():
+    """A method section's field without a comment is caught (else the check above proves nothing)."""
+    src = "def default_config(cls):\n    s = ConfigDict()\n    s.k = 8  # continuations\n    s.bare = 1\n    return s\n"
+    comments, only = comment_lines(src)
+    assert [(p, uncommented(src, stmt, comments, only)) for p, stmt in assignments(src, "s")] == [
+        ("k", False), ("bare", True)]
 
 
 # ------------------------------------------------------------------ (b) every field the code reads

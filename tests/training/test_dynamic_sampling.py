@@ -100,7 +100,7 @@ def test_refill_and_mask_truncated_in_the_trainer(tmp_path):
     c.rollout.dynamic_sampling = "refill"
     c.loss.mask_truncated = True
     t = trainer_lib.Trainer(c, str(tmp_path / "dyn"))
-    real, played = t.pipeline.run, []
+    real, played = t.run.pipeline.run, []
 
     def run(seeds, uids, group_size):
         trajs, _ = real(seeds, uids, group_size)
@@ -110,9 +110,9 @@ def test_refill_and_mask_truncated_in_the_trainer(tmp_path):
             trajs[1].termination = CONTEXT_LIMIT
         played.append(trajs)
         groups = [trajs[g:g + group_size] for g in range(0, len(trajs), group_size)]
-        return trajs, t.credit.assign(groups)
+        return trajs, t.run.credit.assign(groups)
 
-    t.pipeline.run = run
+    t.run.pipeline.run = run
     try:
         row = t.rl_step()
         assert len(played) == 2 and t.batches_drawn == 2

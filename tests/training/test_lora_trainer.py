@@ -33,34 +33,34 @@ def test_lora_trains_adapters_only_and_the_sampler_decodes_the_merged_weights(tm
     try:
         n_pairs = adapter_count(t.state.params)
         assert n_pairs > 0 and len(jax.tree.leaves(t.state.params)) == 2 * n_pairs  # adapters only
-        base = [np.asarray(x).copy() for x in jax.tree.leaves(t.policy.frozen)]
+        base = [np.asarray(x).copy() for x in jax.tree.leaves(t.run.policy.frozen)]
         t.run_sft()
-        real_assign = t.credit.assign
+        real_assign = t.run.credit.assign
 
         def signed_assign(groups):  # give the update a direction whatever the outcomes
             out = real_assign(groups)
             out.advantages = [[a + np.float32(1 - 2 * (i % 2)) for i, a in enumerate(g)] for g in out.advantages]
             return out
 
-        t.credit.assign = signed_assign
+        t.run.credit.assign = signed_assign
         row = t.rl_step()
         assert row["applied"] and np.isfinite(row["loss"])
-        assert all(np.array_equal(a, np.asarray(b)) for a, b in zip(base, jax.tree.leaves(t.policy.frozen)))
-        merged = t.policy.weights(t.state.params)
+        assert all(np.array_equal(a, np.asarray(b)) for a, b in zip(base, jax.tree.leaves(t.run.policy.frozen)))
+        merged = t.run.policy.weights(t.state.params)
         assert any(not np.array_equal(a, np.asarray(b)) for a, b in zip(base, jax.tree.leaves(merged)))
         # the next batch is sampled from the merged weights: its log-probs are the trainer's
         selected, _ = t._collect()
         trajs = selected.played
         rows = pack(trajs, [np.zeros(len(x.tokens), np.float32) for x in trajs], len(trajs))
-        got = np.asarray(make_logprob_fn(t.policy.plain)(merged, rows["tokens"][0], rows["valid"][0]))
+        got = np.asarray(make_logprob_fn(t.run.policy.plain)(merged, rows["tokens"][0], rows["valid"][0]))
         m = rows["loss_mask"][0]
         assert np.abs(got[m] - rows["old_logprobs"][0][m]).max() < 1e-4
         adapters = [np.asarray(x).copy() for x in jax.tree.leaves(t.state.params)]
         t.save()
         t.export_hf(str(tmp_path / "hf"))
-        base_model = nnx.merge(t.policy.plain, t.policy.frozen)
+        base_model = nnx.merge(t.run.policy.plain, t.run.policy.frozen)
         qwen3_5.save_hf(base_model, str(tmp_path / "base"))
-        t.tokenizer.save_pretrained(str(tmp_path / "base"))
+        t.run.tokenizer.save_pretrained(str(tmp_path / "base"))
     finally:
         t.close()
     # the checkpoint holds the adapters and their optimizer state, not the base
@@ -103,7 +103,7 @@ def test_without_sft_the_kl_reference_is_the_frozen_base(tmp_path):
     c.sft.steps = 0
     t = trainer_lib.Trainer(c, str(tmp_path / "ref"))
     try:
-        assert t.ref_params is t.policy.frozen and t.ref_ckpts is None  # no second copy of the base
+        assert t.ref_params is t.run.policy.frozen and t.run.ref_ckpts is None  # no second copy of the base
         row = t.rl_step()
         assert row["applied"] and row["kl"] == 0.0  # B = 0: the policy is the base at the first step
         row = t.rl_step()

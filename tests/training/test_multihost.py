@@ -112,8 +112,8 @@ def policy(tmp_path_factory):
     try:
         t.run_sft()
         out = str(base / "ckpt")
-        save_checkpoint(nnx.merge(t.graphdef, t.state.params), out)
-        t.tokenizer.save_pretrained(out)
+        save_checkpoint(nnx.merge(t.run.graphdef, t.state.params), out)
+        t.run.tokenizer.save_pretrained(out)
     finally:
         t.close()
     return out

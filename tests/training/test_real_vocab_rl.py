@@ -39,14 +39,14 @@ def trainer(tmp_path_factory):
 
 def test_episodes_in_the_chat_layout_stop_at_im_end(trainer):
     t = trainer
-    assert len(t.tokenizer) == 248077 and t.tokenizer.convert_tokens_to_ids("<|im_end|>") == IM_END
-    trajs = t.rollout.run(t.pool, [1000, 1001])
+    assert len(t.run.tokenizer) == 248077 and t.run.tokenizer.convert_tokens_to_ids("<|im_end|>") == IM_END
+    trajs = t.run.rollout.run(t.run.pool, [1000, 1001])
     for traj in trajs:
         assert traj.turns and traj.tokens[0] == IM_START
         for turn in traj.turns:
             reply = traj.tokens[turn.start:turn.end]
             assert all(traj.policy_mask[turn.start:turn.end]) and reply
-            opening = t.tokenizer.decode(traj.tokens[:turn.start])
+            opening = t.run.tokenizer.decode(traj.tokens[:turn.start])
             assert opening.endswith("<|im_start|>assistant\n"), opening[-80:]
             assert IM_END not in reply[:-1]
             assert reply[-1] == IM_END or len(reply) == t.config.rollout.max_action_tokens, turn
@@ -54,7 +54,7 @@ def test_episodes_in_the_chat_layout_stop_at_im_end(trainer):
 
 def test_one_rl_step_with_chunked_logprobs_on_the_sampled_ids(trainer):
     t = trainer
-    assign = t.credit.assign
+    assign = t.run.credit.assign
 
     def every_token_plus_one(groups):  # a non-zero gradient though a random policy fails every task
         out = assign(groups)
@@ -63,11 +63,11 @@ def test_one_rl_step_with_chunked_logprobs_on_the_sampled_ids(trainer):
         return out
 
     before = jax.tree.map(np.asarray, t.state.params)
-    t.credit.assign = every_token_plus_one
+    t.run.credit.assign = every_token_plus_one
     try:
         m = t.rl_step()
     finally:
-        t.credit.assign = assign
+        t.run.credit.assign = assign
     # the trainer's chunked log-probs of the trajectory ids equal the sampler's for the same ids
     assert m["policy_tokens"] > 0 and abs(m["ratio_mean"] - 1.0) < 1e-3 and m["approx_kl"] < 1e-6, m
     moved = jax.tree.map(lambda a, b: bool(np.any(a != np.asarray(b))), before, t.state.params)

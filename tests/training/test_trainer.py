@@ -61,7 +61,7 @@ def test_a_crashed_run_resumes_to_the_digit(tmp_path, monkeypatch):
     and compile counts, to the digit, so a figure of the demo is a figure of its build however often it
     was interrupted. The step count continues, spending totals count each step once, the HF export loads."""
     c = tiny_config()
-    c.credit.prover.band_high = 1.0  # a mixed group (1 of 2) is eligible, so ProVer's figures can move
+    c.credit.band_high = 1.0  # a mixed group (1 of 2) is eligible, so ProVer's figures can move
     train(c, str(tmp_path / "straight"), progress=False)
 
     workdir = str(tmp_path / "run")
@@ -101,20 +101,48 @@ def test_a_crashed_run_resumes_to_the_digit(tmp_path, monkeypatch):
     assert os.path.exists(str(tmp_path / "hf" / "tokenizer.json"))
 
 
+def test_build_wires_one_frozen_run(tmp_path):
+    """wiring.build: one frozen record whose pieces are wired to each other (the rollouts decode on the
+    run's driver, the pipeline credits with the run's method over its pools, verification has its own
+    pool); the Trainer keeps only the loop's state beside it and builds nothing itself."""
+    import dataclasses
+
+    from prover_jax.training.wiring import Run
+
+    c = tiny_config()
+    c.sft.steps = 0
+    t = trainer_lib.Trainer(c, str(tmp_path / "wired"))
+    try:
+        run = t.run
+        assert isinstance(run, Run) and t.state is run.initial_state and not t.restored
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            run.credit = None
+        assert run.rollout.driver is run.driver is run.greedy.driver
+        assert run.pipeline.credit is run.credit and run.pipeline.pool is run.pool
+        assert run.needs.verifier and run.verify_pool is not None and run.verify_pool is not run.pool
+        assert run.pool.num_envs == c.rollout.groups_per_step * c.rollout.group_size
+        assert run.graphdef is run.policy.graphdef and run.metrics_path == run.root / "metrics.jsonl"
+        assert set(vars(t)) <= {"config", "run", "state", "ref_params", "batches_drawn", "off_policy", "_prefetched",
+                                "_tasks_before", "_logprob_fn", "sft_done", "skipped_in_a_row", "totals", "restored",
+                                "compiles"}
+    finally:
+        t.close()
+
+
 def test_nan_loss_skips_update(tmp_path, monkeypatch):
     c = tiny_config()
     c.sft.steps = 0
     c.credit.method = "grpo"
     t = trainer_lib.Trainer(c, str(tmp_path / "nan"))
     try:
-        real_assign = t.credit.assign
+        real_assign = t.run.credit.assign
 
         def nan_assign(groups):
             out = real_assign(groups)
             out.advantages = [[a * np.nan for a in g] for g in out.advantages]
             return out
 
-        t.credit.assign = nan_assign
+        t.run.credit.assign = nan_assign
         before = [np.asarray(x).copy() for x in __import__("jax").tree.leaves(t.state.params)]
         row = t.rl_step()
         assert row["applied"] is False and row["skipped"] == 1.0 and t.step == 0
@@ -137,7 +165,7 @@ def test_bf16_rollouts_of_an_fp32_policy(tmp_path):
     c.rollout.dtype = "bfloat16"
     t = trainer_lib.Trainer(c, str(tmp_path / "bf16"))
     try:
-        assert {x.dtype for x in jax.tree.leaves(t.driver.params)} == {jnp.dtype(jnp.bfloat16)}
+        assert {x.dtype for x in jax.tree.leaves(t.run.driver.params)} == {jnp.dtype(jnp.bfloat16)}
         assert {x.dtype for x in jax.tree.leaves(t.state.params)} == {jnp.dtype(jnp.float32)}
         row = t.rl_step()
         assert row["applied"] is True and np.isfinite(row["loss"])
@@ -165,7 +193,7 @@ def test_off_policy_steps(tmp_path, off_policy):
     c.optim.learning_rate = 3e-2
     c.rollout.off_policy_steps = off_policy
     t = trainer_lib.Trainer(c, str(tmp_path / f"off{off_policy}"))
-    logp = make_logprob_fn(t.graphdef)
+    logp = make_logprob_fn(t.run.graphdef)
 
     def sampled_under(trajs, params):
         rows = pack(trajs, [np.zeros(len(x.tokens), np.float32) for x in trajs], len(trajs))
@@ -173,14 +201,14 @@ def test_off_policy_steps(tmp_path, off_policy):
         m = rows["loss_mask"][0]
         return np.abs(got[m] - rows["old_logprobs"][0][m]).max()
 
-    real_assign = t.credit.assign
+    real_assign = t.run.credit.assign
 
     def signed_assign(groups):  # a random policy fails everywhere: give the update a direction
         out = real_assign(groups)
         out.advantages = [[a + np.float32(1 - 2 * (i % 2)) for i, a in enumerate(g)] for g in out.advantages]
         return out
 
-    t.credit.assign = signed_assign
+    t.run.credit.assign = signed_assign
     try:
         theta0 = jax.tree.map(jnp.copy, t.state.params)
         first = t.rl_step()
@@ -217,7 +245,7 @@ def test_extra_episodes_trained_and_kl_reference_is_the_policy_rl_starts_from(tm
         t.run_sft()
         after_sft = [np.asarray(x).copy() for x in jax.tree.leaves(t.state.params)]
         assert any(not np.array_equal(a, b) for a, b in zip(before_sft, after_sft))
-        real_assign = t.credit.assign
+        real_assign = t.run.credit.assign
 
         def doubled(groups):  # every episode twice (a copy under a new uid), advantages +-1
             out = real_assign(groups)
@@ -229,7 +257,7 @@ def test_extra_episodes_trained_and_kl_reference_is_the_policy_rl_starts_from(tm
                                for n, x in enumerate(g)] for g in out.groups]
             return out
 
-        t.credit.assign = doubled
+        t.run.credit.assign = doubled
         row = t.rl_step()
         assert row["trained_episodes"] == 2 * row["episodes"] == 8 and row["applied"]
         assert row["total/policy_tokens"] == row["policy_tokens"] > 0

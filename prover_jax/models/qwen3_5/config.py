@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 from typing import Any
+
+from prover_jax.models.hf_folder import config_json
 
 LINEAR, FULL = "linear_attention", "full_attention"
 TEXT_MODEL_TYPE = "qwen3_5_text"
@@ -78,6 +78,10 @@ class Qwen3_5Config:
     @property
     def conv_dim(self) -> int:  # channels of the fused q|k|v projection
         return 2 * self.linear_key_dim + self.linear_value_dim
+
+    @property
+    def full_attention_layers(self) -> int:  # layers of gated full attention; the rest are Gated DeltaNet
+        return sum(1 for kind in self.layer_types if kind == FULL)
 
     @property
     def eos_ids(self) -> tuple[int, ...]:
@@ -179,15 +183,8 @@ class Qwen3_5Config:
 
     @classmethod
     def from_pretrained(cls, path: str) -> "Qwen3_5Config":
-        cfg_path = os.path.join(path, "config.json")
-        if not os.path.isfile(cfg_path):
-            raise FileNotFoundError(f"no config.json in checkpoint folder {path!r}")
-        try:
-            with open(cfg_path) as f:
-                d = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{cfg_path} is not valid JSON: {e}") from None
-        return cls.from_hf_dict(d)
+        """The config of checkpoint folder `path` (its config.json)."""
+        return cls.from_hf_dict(config_json(path))
 
 
 def layer_pattern(num_layers: int, full_attention_interval: int = 4) -> tuple[str, ...]:

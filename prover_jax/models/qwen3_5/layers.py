@@ -16,7 +16,8 @@ import jax.numpy as jnp
 from flax import nnx
 from jax import lax
 
-from prover_jax.models.qwen3_5 import delta_rule, flash, packing
+from prover_jax.models import packing
+from prover_jax.models.qwen3_5 import delta_rule, flash
 from prover_jax.models.qwen3_5.delta_rule import GDN_CHUNK  # the delta rule's chunk length (see there)
 from prover_jax.models.qwen3_5.config import Qwen3_5Config
 

@@ -7,7 +7,6 @@ Export always writes the text-only layout, which `AutoModelForCausalLM.from_pret
 
 from __future__ import annotations
 
-import dataclasses
 import glob
 import json
 import os
@@ -21,6 +20,7 @@ from flax import nnx
 from safetensors import safe_open
 from safetensors.flax import save_file
 
+from prover_jax.models.hf_folder import TOKENIZER_FILES, HFSource
 from prover_jax.models.qwen3_5.config import Qwen3_5Config
 from prover_jax.models.qwen3_5.model import Qwen3_5
 from prover_jax.sharding import named_sharding, place
@@ -45,17 +45,6 @@ _COMPILED = tuple((re.compile(p + "$"), t, f) for p, t, f in KEY_TABLE)
 IGNORED_PREFIXES = ("model.visual.", "mtp.", "visual.")
 # Tensors the official checkpoints keep in fp32 whatever the rest is.
 FP32_TENSORS = re.compile(r".*linear_attn\.(A_log|norm\.weight)$")
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
-                   "merges.txt", "chat_template.jinja", "generation_config.json", "added_tokens.json")
-
-
-@dataclasses.dataclass(frozen=True)
-class HFSource:
-    """Where a model came from: its folder (for tokenizer files) and each tensor's stored dtype."""
-
-    path: str
-    dtypes: tuple[tuple[str, str], ...]
-
 
 def hf_to_path(name: str) -> tuple[str, str | None] | None:
     """Our state path and transform for a HF tensor name; None for ignored tensors.
@@ -153,10 +142,12 @@ def shard_model(model: Qwen3_5, mesh) -> Qwen3_5:
     return model
 
 
-def load_hf(path: str, dtype=jnp.float32, mesh=None, compute_dtype=None) -> Qwen3_5:
+def load_hf(path: str, dtype=jnp.float32, mesh=None, compute_dtype=None, config: Qwen3_5Config | None = None
+            ) -> Qwen3_5:
     """Loads a HF Qwen3.5 checkpoint folder into a Qwen3_5 (params in `dtype`, placed tensor by tensor
-    on `mesh` with the rules-table shardings; never a full unsharded copy)."""
-    cfg = Qwen3_5Config.from_pretrained(path)
+    on `mesh` with the rules-table shardings; never a full unsharded copy). `config`: the architecture
+    (default: read from the folder's config.json)."""
+    cfg = Qwen3_5Config.from_pretrained(path) if config is None else config
     compute_dtype = dtype if compute_dtype is None else compute_dtype
     abstract = abstract_model(cfg, dtype=compute_dtype, param_dtype=dtype, mesh=mesh)
     slots = _flat_state(abstract)
