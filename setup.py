@@ -55,6 +55,7 @@ setup(
             "prover-compare=prover_jax.compare.cli:main",
             "prover-convert=prover_jax.convert.cli:run",
             "prover-generate=prover_jax.sampling.cli:run",
+            "prover-lab=prover_jax.credit.cli:run",
             "prover-serve=prover_jax.serving.cli:run",
             "prover-train=prover_jax.training.cli:run",
         ],

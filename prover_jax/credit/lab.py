@@ -1,7 +1,8 @@
 """Credit lab: every credit method against the EXACT per-turn advantage, on built-in envs, without a model.
 
-    python -m prover_jax.credit.lab --methods=grpo,prover,prover:random --env=household --groups=8 \
-        --group_size=8 --eps=0.4,0.6 --seed=0
+    prover-lab --methods=grpo,prover,prover:random --env=household --groups=8 --group_size=8 \
+        --eps=0.4,0.6 --seed=0                      # the command line: credit/cli.py
+    results, batches, notes = run(args, config.credit, config.judge)   # args: cli.parse_args(...)
 
 Setting. For each eps, a fixed stochastic policy pi = (1 - eps) expert + eps uniform over the admissible
 actions (`lab_truth.mixture_policy`) plays `groups` tasks, `group_size` episodes each, recorded as
@@ -41,13 +42,10 @@ The last stdout line is JSON: {method: {metric: value or null}}.
 
 from __future__ import annotations
 
-import argparse
-import ast
 import collections
 import inspect
 import itertools
 import json
-import sys
 import tempfile
 import time
 import zlib
@@ -59,7 +57,6 @@ from prover_jax.credit.base import credit_class, credit_names, make_credit
 from prover_jax.credit.common import group_outcome_advantages
 from prover_jax.credit.verify import PolicyVerifier
 from prover_jax.envs import make
-from prover_jax.training.config import default_config
 
 ENV_PRESETS = {  # small settings with a tractable exact dp
     "household": dict(task_type="pick_and_place", max_turns=8, expert_turns=(3, 5), num_receptacles=4,
@@ -77,19 +74,6 @@ def default_methods() -> list[str]:
     known = credit_names()
     first = [m for m in PREFERRED if m.split(":")[0] in known]
     return first + [m for m in known if m not in first] + [EXACT]
-
-
-def set_override(config, assignment: str) -> None:
-    """'prover.k=4' -> config.prover.k = 4 (Python literals, else the text)."""
-    key, _, text = assignment.partition("=")
-    try:
-        value = ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        value = text
-    *path, last = key.strip().split(".")
-    for part in path:
-        config = config[part]
-    config[last] = value
 
 
 def make_batch(env, eps: float, task_seeds, group_size: int, rng, uids, tokens_per_turn: int) -> dict:
@@ -114,8 +98,9 @@ def exact_credit(batch: dict) -> list[list[np.ndarray]]:
     return out
 
 
-def build(spec: str, config, env, args, batch: dict, workdir: str):
-    """(method, recording verifier or None) for `name[:judge]`, with the deps its Needs asks for."""
+def build(spec: str, config, judge_config, env, args, batch: dict, workdir: str):
+    """(method, recording verifier or None) for `name[:judge]`, with the deps its Needs asks for
+    (`config`: the credit section; `judge_config`: the judge section)."""
     name, _, judge_name = spec.partition(":")
     cls = credit_class(name)
     needs = cls.needs(config, len(batch["groups"]), args.group_size)
@@ -124,7 +109,6 @@ def build(spec: str, config, env, args, batch: dict, workdir: str):
         raise ValueError(f"{name} takes no judge")
     if needs.judge:
         from prover_jax.judges import make_judge
-        judge_config = default_config().judge
         deps["judge"] = make_judge(judge_name or args.judge, judge_config, workdir)
     if needs.verifier:
         vseed = zlib.crc32(f"{args.seed}/{batch['eps']}/{spec}".encode())
@@ -141,13 +125,13 @@ def build(spec: str, config, env, args, batch: dict, workdir: str):
     return make_credit(name, config, **deps), verifier
 
 
-def run_method(spec: str, config, env, args, batch: dict, workdir: str) -> dict:
+def run_method(spec: str, config, judge_config, env, args, batch: dict, workdir: str) -> dict:
     """Per-episode turn credit, GRPO baselines, segment errors and extra steps of one method on one batch."""
     groups, verifier = batch["groups"], None
     if spec == EXACT:
         advantages = exact_credit(batch)
     else:
-        method, verifier = build(spec, config, env, args, batch, workdir)
+        method, verifier = build(spec, config, judge_config, env, args, batch, workdir)
         out = method.assign(groups)
         if out.groups is None:
             advantages = out.advantages
@@ -179,11 +163,9 @@ def summarize(parts: list[dict], threshold: float, n_groups: int) -> dict[str, f
     return out
 
 
-def run(args) -> tuple[dict, list[dict], list[str]]:
-    """{method: {"all": metrics, eps: metrics}}, per-eps batch summaries, notes."""
-    config = default_config().credit
-    for assignment in args.set:
-        set_override(config, assignment)
+def run(args, config, judge_config) -> tuple[dict, list[dict], list[str]]:
+    """{method: {"all": metrics, eps: metrics}}, per-eps batch summaries, notes (`config`: the credit
+    section, `judge_config`: the judge section of a run config; `args`: `credit.cli.parse_args`)."""
     env = make(args.env, **args.env_kwargs)
     methods, notes = [], []
     known = credit_names()
@@ -207,7 +189,7 @@ def run(args) -> tuple[dict, list[dict], list[str]]:
             for spec in list(methods):
                 t0 = time.perf_counter()
                 try:
-                    parts[spec][eps] = run_method(spec, config, env, args, batch, workdir)
+                    parts[spec][eps] = run_method(spec, config, judge_config, env, args, batch, workdir)
                 except Exception as err:  # noqa: BLE001  (a colleague's method not ready: note it, go on)
                     if args.strict:
                         raise
@@ -243,47 +225,3 @@ def table(results: dict, batches: list[dict], args) -> str:
             label = "all" if eps == "all" else f"{eps:g}"
             lines.append(f"{spec:<{width}} {label:>9} " + " ".join(f"{c:>9}" for c in cells))
     return "\n".join(lines)
-
-
-def parse_args(argv):
-    p = argparse.ArgumentParser(prog="python -m prover_jax.credit.lab", description=__doc__.split("\n")[0])
-    csv = lambda kind: (lambda s: [kind(x) for x in s.split(",") if x.strip()])
-    p.add_argument("--methods", type=csv(str), default=None,
-                   help="credit methods, name[:judge]; default: every registered one (prover with both "
-                        "judges) and 'exact'")
-    p.add_argument("--env", default="household", choices=sorted(ENV_PRESETS))
-    p.add_argument("--env_kwargs", type=json.loads, default=None, help="JSON, updates the env's preset")
-    p.add_argument("--groups", type=int, default=8, help="task groups per eps")
-    p.add_argument("--group_size", type=int, default=8, help="episodes per task group (G)")
-    p.add_argument("--eps", type=csv(float), default=[0.4, 0.6], help="policy: (1 - eps) expert + eps uniform")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--task_seed", type=int, default=0, help="first task seed; groups use the next ones")
-    p.add_argument("--threshold", type=float, default=0.2, help="pivotal turns: |A| > threshold")
-    p.add_argument("--judge", default="contrastive", help="judge of methods that need one (no ':judge')")
-    p.add_argument("--tokens_per_turn", type=int, default=3)
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="credit config override, e.g. --set prover.k=4 (repeatable)")
-    p.add_argument("--strict", action="store_true", help="raise when a method fails instead of skipping it")
-    args = p.parse_args(argv)
-    args.methods = list(dict.fromkeys(args.methods or default_methods()))
-    args.eps = list(dict.fromkeys(args.eps))
-    args.env_kwargs = {**ENV_PRESETS[args.env], **(args.env_kwargs or {})}
-    return args
-
-
-def main(argv=None) -> dict:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    t0 = time.perf_counter()
-    results, batches, notes = run(args)
-    print(table(results, batches, args))
-    for note in notes:
-        print(f"note: {note}")
-    print(f"time: {time.perf_counter() - t0:.1f} s")
-    clean = lambda v: None if v is None or (isinstance(v, float) and np.isnan(v)) else v
-    summary = {spec: {k: clean(per["all"][k]) for k in METRICS} for spec, per in results.items()}
-    print(json.dumps(summary), flush=True)
-    return summary
-
-
-if __name__ == "__main__":
-    main()

@@ -6,11 +6,12 @@ import json
 import numpy as np
 import pytest
 
-from prover_jax.credit import lab
+from prover_jax.credit import cli, lab
 from prover_jax.credit import lab_truth as lt
 from prover_jax.credit.verify import Outcome
 from prover_jax.envs import make
 from prover_jax.envs.testing import dp
+from prover_jax.training.config import default_config
 
 SMALL = dict(task_type="pick_and_place", max_turns=8, expert_turns=(3, 6), num_receptacles=4, num_objects=0,
              num_decoys=1)
@@ -113,7 +114,7 @@ def test_segments_of_recorded_verifier():
 
 
 def test_main_prints_table_and_json(capsys):
-    summary = lab.main(["--methods=grpo,prover,not_a_method"] + TINY)
+    summary = cli.main(["--methods=grpo,prover,not_a_method"] + TINY)
     out = capsys.readouterr().out.strip().splitlines()
     last = json.loads(out[-1])
     assert last == json.loads(json.dumps(summary)) and set(last) == {"grpo", "prover"}
@@ -130,8 +131,8 @@ def test_main_prints_table_and_json(capsys):
 
 
 def test_grpo_is_flat_within_episodes_and_exact_is_the_maximum():
-    args = lab.parse_args(["--methods=grpo,exact"] + TINY)
-    results, batches, notes = lab.run(args)
+    args = cli.parse_args(["--methods=grpo,exact"] + TINY)
+    results, batches, notes = lab.run(args, default_config().credit, default_config().judge)
     assert notes == [] and batches[0]["pivotal"] > 0
     exact, grpo = results["exact"]["all"], results["grpo"]["all"]
     assert exact["spearman"] == pytest.approx(1.0, abs=1e-6) and exact["sign_agreement"] == 1.0
@@ -141,7 +142,7 @@ def test_grpo_is_flat_within_episodes_and_exact_is_the_maximum():
     # GRPO's credit is one number per episode
     env = make(args.env, **args.env_kwargs)
     batch = lab.make_batch(env, 0.6, [0, 1], 6, np.random.default_rng(0), itertools.count(), 3)
-    res = lab.run_method("grpo", lab.default_config().credit, env, args, batch, "")
+    res = lab.run_method("grpo", default_config().credit, default_config().judge, env, args, batch, "")
     assert all(np.ptp(c) == 0 for c in res["credit"])
     assert [c[0] for c in res["credit"]] == pytest.approx(res["baseline"])
 
