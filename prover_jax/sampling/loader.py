@@ -7,7 +7,7 @@ config.json names, with its tokenizer and its EOS ids (`models.hf_folder.eos_ids
     eos = folder.eos_ids()
 
 Used by prover-generate (sampling.cli: the folder first, to check its flags, then the weights) and
-prover-serve (serving.service); the trainer's build loads by model.init with the same pieces.
+prover-serve (serving.service); the trainer's build (model.init hf | checkpoint) calls `load_model`.
 """
 
 from __future__ import annotations

@@ -23,10 +23,10 @@ from absl import logging
 from flax import nnx
 
 from prover_jax import distributed as dist
-from prover_jax.convert.orbax_io import load_checkpoint
-from prover_jax.models import DEFAULT_FAMILY, Family, family, family_for, hf_folder, load_hf, read_config
+from prover_jax.models import DEFAULT_FAMILY, Family, family, family_for, hf_folder, read_config
 from prover_jax.rollout import RolloutConfig, env_corpus, load_tokenizer, train_tokenizer
 from prover_jax.sampling import Engine, SamplingParams
+from prover_jax.sampling.loader import load_model
 from prover_jax.training.workdir import local_copy, save_folder
 
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
@@ -104,10 +104,10 @@ def model(config, mesh, tok) -> nnx.Module:
     of the family its folder's config.json names (random: the default family)."""
     c = config
     dtype, pdtype = DTYPES[c.model.dtype], DTYPES[c.model.param_dtype]
-    if c.model.init == "hf":
-        return load_hf(c.model.path, dtype=pdtype, mesh=mesh, compute_dtype=dtype)
+    if c.model.init == "hf":  # the policy loader (sampling.loader), as prover-generate and prover-serve
+        return load_model(c.model.path, pdtype, mesh=mesh, compute_dtype=dtype)
     if c.model.init == "checkpoint":  # the params as stored (fp32), computing in fp32
-        return load_checkpoint(c.model.path, mesh=mesh)
+        return load_model(c.model.path, jnp.float32, mesh=mesh)
     if c.model.init != "random":
         raise ValueError(f"model.init must be random | hf | checkpoint, got {c.model.init!r}")
     fam, cfg = architecture(c)
