@@ -40,7 +40,7 @@ from prover_jax.models import save_hf
 from prover_jax.training import assemble, dynamic, evaluation, sft
 from prover_jax.training.metrics import CompileCounter, episode_metrics, merge_rows
 from prover_jax.training.optim import with_configured_hyperparams
-from prover_jax.training.wiring import build
+from prover_jax.training.wiring import abstract, build
 from prover_jax.training.workdir import append_line, read_lines, save_folder, workdir_path
 
 MAX_SKIPS_IN_A_ROW = 5
@@ -59,9 +59,8 @@ class Trainer:
         self.state = run.initial_state
         # the KL reference is the policy RL starts from (after SFT), taken at the first RL step and
         # checkpointed once in W/reference, so a resumed run keeps the same reference; under LoRA
-        # without SFT it is the frozen base itself (no copy)
-        base_is_ref = run.policy.lora is not None and config.sft.steps == 0
-        self.ref_params = run.policy.frozen if base_is_ref and config.loss.kl_coef > 0 else None
+        # without SFT it is the frozen base itself, no copy (wiring.build then keeps no W/reference)
+        self.ref_params = run.policy.frozen if config.loss.kl_coef > 0 and run.ref_ckpts is None else None
         self.batches_drawn = 0  # task batches taken from the iterator: the base of episode uids
         self.off_policy = int(config.rollout.off_policy_steps)
         self._prefetched = None  # off-policy: the next step's batch, played during this update
@@ -94,7 +93,7 @@ class Trainer:
         """Continues from the latest checkpoint, if any: state, task position, totals, reference;
         metrics rows of later steps are dropped (what they spent stays in the totals)."""
         run = self.run
-        found = run.ckpts.restore(_abstract(self.state), on_corrupt=self.config.train.on_corrupt_checkpoint)
+        found = run.ckpts.restore(abstract(self.state), on_corrupt=self.config.train.on_corrupt_checkpoint)
         if found is None:
             return False
         self.state, meta, step = found
@@ -105,7 +104,7 @@ class Trainer:
         self.totals.update(meta.get("totals", {}))
         self._publish()
         if run.ref_ckpts is not None and run.ref_ckpts.manager.latest_step() is not None:
-            abstract_params = _abstract(run.policy.weights(self.state.params))
+            abstract_params = abstract(run.policy.weights(self.state.params))
             self.ref_params = run.ref_ckpts.restore(abstract_params, on_corrupt="error")[0]
         lines = read_lines(run.metrics_path) if run.metrics_path.exists() else []
         rows = [json.loads(line) for line in lines]
@@ -255,10 +254,6 @@ class Trainer:
 
     def close(self) -> None:
         self.run.close()
-
-
-def _abstract(tree):
-    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), tree)
 
 
 def dynamic_metrics(config) -> tuple[str, ...]:

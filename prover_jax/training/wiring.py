@@ -126,6 +126,11 @@ def check(config) -> None:
     evaluation.check_task_config(c)
 
 
+def abstract(tree):
+    """ShapeDtypeStructs of `tree`'s arrays, with their shardings (what compiles and restores read)."""
+    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), tree)
+
+
 def length_buckets(config) -> list[int]:
     """Every padded batch length a run can use: multiples of train.length_multiple, capped at
     rollout.max_target_length."""
@@ -139,11 +144,10 @@ def precompile(config, mesh, train_step, state: TrainState, frozen) -> None:
     length bucket, or with packed rows every micro-batch count at train.max_tokens_per_row."""
     c = config
     M = -(-c.rollout.groups_per_step * c.rollout.group_size // c.train.micro_batch_size)
-    abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), state)
     cap = c.train.max_tokens_per_row
     shapes = [(m, cap) for m in range(1, M + 1)] if cap > 0 else [(M, L) for L in length_buckets(c)]
     t0 = time.perf_counter()
-    n = train_step.precompile(abstract, [abstract_batch(mesh, m, c.train.micro_batch_size, L, kl=c.loss.kl_coef > 0,
+    n = train_step.precompile(abstract(state), [abstract_batch(mesh, m, c.train.micro_batch_size, L, kl=c.loss.kl_coef > 0,
                                                         packed=cap > 0) for m, L in shapes], frozen=frozen)
     logging.info("compiled the update for %d batch shapes [M, L] %s in %.0f s", n, shapes, time.perf_counter() - t0)
 
