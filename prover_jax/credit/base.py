@@ -28,7 +28,6 @@ from typing import Any, Protocol, Sequence
 import ml_collections
 import numpy as np
 
-from prover_jax.credit.common import rewards  # noqa: F401  (training.dynamic reads it here)
 from prover_jax.registry import Registry
 from prover_jax.rollout.trajectory import Trajectory
 

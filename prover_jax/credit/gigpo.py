@@ -1,6 +1,6 @@
 """`gigpo`: Group-in-Group Policy Optimization (GiGPO, Feng et al. 2025; verl-agent's estimator).
 
-For one task group of G trajectories, R_i = terminal success (base.rewards), T_i = number of turns:
+For one task group of G trajectories, R_i = terminal success (common.rewards), T_i = number of turns:
 
     A_E(i)   = R_i - mean_g(R)                           [/ (std_g(R) + 1e-6) with gigpo.std]
     G_{i,t}  = sum_{k>=t} gamma^{k-t} r_{i,k},   r_{i,k} = R_i if k = T_i - 1 else 0

@@ -28,8 +28,7 @@ import ml_collections
 import numpy as np
 
 from prover_jax.credit.base import EXTRA_TOKENS, CreditOutput, Figure, Needs, Verifier, register_credit
-from prover_jax.credit.common import (eligible, grpo_advantages, new_policy_tokens,  # noqa: F401  (eligible: tests)
-                                      select_segment, shortest_success)
+from prover_jax.credit.common import grpo_advantages, new_policy_tokens, select_segment, shortest_success
 from prover_jax.credit.overlap import OverlapCredit, Start
 from prover_jax.judges.base import TIMEOUT, Proposal
 from prover_jax.rollout.trajectory import Trajectory

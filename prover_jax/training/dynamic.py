@@ -29,7 +29,8 @@ import dataclasses
 from typing import Sequence
 
 from prover_jax import distributed as dist
-from prover_jax.credit.base import CreditOutput, rewards
+from prover_jax.credit.base import CreditOutput
+from prover_jax.credit.common import rewards
 from prover_jax.credit.pipeline import split_groups
 from prover_jax.rollout.trajectory import Trajectory
 from prover_jax.training.metrics import merge_rows

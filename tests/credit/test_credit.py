@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from prover_jax.credit import PolicyVerifier, make_credit
-from prover_jax.credit.prover import (delta_estimate, eligible, segment_bonus, segment_tokens,
-                                     shortest_success)
+from prover_jax.credit.common import eligible, shortest_success
+from prover_jax.credit.prover import delta_estimate, segment_bonus, segment_tokens
 from prover_jax.credit.verify import Outcome
 from prover_jax.envs import make
 from prover_jax.envs.testing import dp, mixed_policy
