@@ -91,6 +91,8 @@ class Needs:
     metrics: the names the method reports; the trainer writes every one at every step (0 when the
         method had nothing to report), so all rows of a run, and all runs of a method, share keys.
     headline: the figures the progress bar and the run's summary show for the method (`Figure`).
+    contexts: continuations start after turn 0, so the rollout keeps each turn's cache for them
+        (rollout.context_budget_mb) and they prefill only the observation before their turn.
     """
 
     judge: bool = False
@@ -100,6 +102,7 @@ class Needs:
     extra_episodes: bool = False
     metrics: tuple[str, ...] = ()
     headline: tuple[Figure, ...] = ()
+    contexts: bool = False
 
 
 # old config fields -> where they live now; a config that still sets one is refused by the new name

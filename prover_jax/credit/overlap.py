@@ -68,6 +68,11 @@ class OverlapCredit(CreditMethod):
         """Advantages and metrics of the step from every eligible group's plan and continuations
         (`cancelled`: speculative continuations started, then cancelled as wrong)."""
 
+    def continues(self, trajectory: Trajectory) -> bool:
+        """Whether a start may continue `trajectory`, which has ended (default: only successes); the
+        pipeline gives back the kept caches of those that may not (`Rollout.release_contexts`)."""
+        return trajectory.success
+
     def speculates(self) -> bool:
         """Whether a group still playing may be planned on what it played so far (unfinished episodes
         counted as failures), its first round started early and corrected once the group has ended."""

@@ -77,10 +77,17 @@ class StepPipeline:
             t0 = time.perf_counter()
             trajs = self.rollout.run(self.pool, seeds, uids=uids)
             rollout_s = time.perf_counter() - t0
-            out = self.credit.assign(split_groups(trajs, group_size))
+            try:
+                out = self.credit.assign(split_groups(trajs, group_size))
+            finally:
+                self.rollout.release_contexts(trajs)
             out.metrics["time/rollout_s"] = rollout_s
             return trajs, out
-        return _Step(self, seeds, uids, group_size).run()
+        step = _Step(self, seeds, uids, group_size)
+        try:
+            return step.run()
+        finally:
+            self.rollout.release_contexts(step.trajs)
 
 
 @dataclasses.dataclass
@@ -154,6 +161,8 @@ class _Step:
 
     # Events.
     def _episode_ended(self, traj: Trajectory, env: int) -> None:
+        if not self.credit.continues(traj):
+            self.pipe.rollout.release_contexts([traj])
         g = self.index[traj.uid] // self.G
         self.ended[g] += 1
         if self._rollouts_done():

@@ -103,7 +103,7 @@ class ProVer(OverlapCredit):
         most the step's own episode count, never fewer than K)."""
         k = config.prover.k
         return Needs(judge=True, verifier=True, verify_envs=min(2 * groups * k, max(groups * group_size, k)),
-                     metrics=METRICS, headline=cls.headline)
+                     metrics=METRICS, headline=cls.headline, contexts=True)
 
     def begin_step(self) -> None:
         self.judge.begin_step()

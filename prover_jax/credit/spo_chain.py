@@ -82,7 +82,11 @@ class SPOChain(OverlapCredit):
     @classmethod
     def needs(cls, config: Any, groups: int, group_size: int) -> Needs:
         k = int(config.spo_chain.k)
-        return Needs(verifier=True, verify_envs=max(groups * group_size, k), metrics=METRICS, headline=cls.headline)
+        return Needs(verifier=True, verify_envs=max(groups * group_size, k), metrics=METRICS, headline=cls.headline,
+                     contexts=True)
+
+    def continues(self, trajectory: Trajectory) -> bool:
+        return trajectory.success or self.config.spo_chain.trajectories == "all"
 
     def plan(self, group: Sequence[Trajectory]) -> list[tuple[int, list[int]]]:
         """[(i, cuts)]: the chosen trajectories of the group and their cut points."""

@@ -54,6 +54,10 @@ class Trajectory:
     score: float = 0.0
     termination: str | None = None
     parent: tuple[int, int] | None = None
+    # contexts[t]: the sampler's live cache after turn t's response (a driver `Context`), kept by a
+    # Rollout with a context budget so continuations from turn t + 1 prefill only the observation;
+    # None where not kept. Device memory, never saved.
+    contexts: list[Any] = dataclasses.field(default_factory=list, repr=False, compare=False)
 
     def append(self, tokens, policy: bool, logprobs=None) -> None:
         tokens = [int(t) for t in tokens]

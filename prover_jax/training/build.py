@@ -75,11 +75,14 @@ def env_kwargs(config) -> dict:
     return dict(kw.to_dict() if hasattr(kw, "to_dict") else kw)
 
 
-def rollout_config(config, sampling: SamplingParams) -> RolloutConfig:
+def rollout_config(config, sampling: SamplingParams, keep_contexts: bool = False) -> RolloutConfig:
+    """keep_contexts: per-turn caches kept for continuations (`Needs.contexts`), within
+    rollout.context_budget_mb."""
     r = config.rollout
     return RolloutConfig(sampling=sampling, max_action_tokens=r.max_action_tokens,
                          max_turns=r.max_turns or None, seed=config.seed, system_prompt=r.system_prompt or None,
-                         max_invalid=r.max_invalid_actions)
+                         max_invalid=r.max_invalid_actions,
+                         context_budget_mb=r.context_budget_mb if keep_contexts else 0.0)
 
 
 def tokenizer(config, root, primary: bool):

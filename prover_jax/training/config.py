@@ -113,6 +113,10 @@ def default_config() -> ml_collections.ConfigDict:
     c.rollout.dtype = ""
     c.rollout.max_prefill_length = 1024  # longest prompt piece the engine prefills at once (tokens)
     c.rollout.max_target_length = 4096  # longest episode (tokens); longer ones end as context_limit
+    # device memory per process for the sampler's cache after each turn of the step's episodes, kept
+    # for credit methods that continue from a turn (prover, spo_chain) so a continuation prefills only
+    # the observation before its turn; episodes beyond it re-prefill their history (0: keep none)
+    c.rollout.context_budget_mb = 2048.0
 
     # Loss (GRPO with per-token advantages).
     c.loss = ml_collections.ConfigDict()

@@ -184,17 +184,18 @@ def build(config, workdir: str) -> Run:
     engine, sync = pieces.engine(c, mesh, nnx.merge(policy.plain, plain), plain)
     driver = Driver(engine, params=sync(plain), eos_ids=pieces.eos_ids(c, model, tokenizer), tokenizer=tokenizer,
                     steps_per_call=r.decode_steps_per_call)
+    # this process plays groups [lo, hi) of every step
+    lo, hi = dist.share(r.groups_per_step)
+    needs = credit_class(c.credit.method).needs(c.credit, groups=hi - lo, group_size=r.group_size)
     sampling = SamplingParams(temperature=r.temperature, top_k=r.top_k, top_p=r.top_p)
-    rollout = Rollout(driver, tokenizer, pieces.rollout_config(c, sampling))
+    rollout = Rollout(driver, tokenizer, pieces.rollout_config(c, sampling, keep_contexts=needs.contexts))
     greedy = Rollout(driver, tokenizer, pieces.rollout_config(c, SamplingParams()))
 
-    # envs and credit: this process plays groups [lo, hi) of every step
-    lo, hi = dist.share(r.groups_per_step)
+    # envs and credit
     env_kw = pieces.env_kwargs(c)
     pool = EnvPool(c.env.name, (hi - lo) * r.group_size, env_kw, processes=c.env.processes)
     if r.warmup:
         logging.info("compiled the sampler's shapes in %.0f s", driver.warmup(pool.prompt.stop_strings))
-    needs = credit_class(c.credit.method).needs(c.credit, groups=hi - lo, group_size=r.group_size)
     verify_pool = (EnvPool(c.env.name, needs.verify_envs, env_kw, processes=c.env.processes)
                    if needs.verifier else None)
     judge_server = (pieces.serve_judge(c.judge, str(root))

@@ -51,16 +51,22 @@ def credit_config():
     return c
 
 
-def rollout(engine, tok):
-    cfg = RolloutConfig(sampling=SamplingParams(temperature=1.0), max_action_tokens=8, max_turns=3, seed=4)
+def rollout(engine, tok, context_budget_mb=0.0):
+    cfg = RolloutConfig(sampling=SamplingParams(temperature=1.0), max_action_tokens=8, max_turns=3, seed=4,
+                        context_budget_mb=context_budget_mb)
     return Rollout(Driver(engine), tok, cfg)
 
 
-def step(setup, judge, overlap, timeout=300.0, speculate=False, starts=None, method="prover", config=None):
+def step(setup, judge, overlap, timeout=300.0, speculate=False, starts=None, method="prover", config=None,
+         contexts=None):
     """One step of `method`; `starts` (a list) gets, per continuation batch started, whether its group
-    had ended."""
+    had ended; `contexts` (a list): the rollout keeps per-turn caches and the list gets, per release,
+    the released trajectories' successes, then the rollout."""
     engine, tok, pool, vpool = setup
-    ro = rollout(engine, tok)
+    ro = rollout(engine, tok, 0.0 if contexts is None else 1024.0)
+    if contexts is not None:
+        release = ro.release_contexts
+        ro.release_contexts = lambda trajs: contexts.append([t.success for t in trajs]) or release(trajs)
     credit = make_credit(method, config or credit_config(), judge=judge, verifier=RolloutVerifier(ro, vpool),
                          seed=0)
     pipe = StepPipeline(ro, pool, credit, verify_pool=vpool if overlap else None, judge_timeout_s=timeout,
@@ -86,6 +92,8 @@ def step(setup, judge, overlap, timeout=300.0, speculate=False, starts=None, met
         ro.start = lambda *a, **k: trajs_of.append(start(*a, **k)) or trajs_of[0]
     t0 = time.perf_counter()
     trajs, out = pipe.run(SEEDS, UIDS, G)
+    if contexts is not None:
+        contexts.append(ro)
     return trajs, out, time.perf_counter() - t0
 
 
@@ -110,6 +118,33 @@ def test_pipelined_equals_serial(setup):
     assert m["prover/valid_proposals"] >= 1 and m["prover/verify_policy_tokens"] > 0
     same_step(serial, s_trajs, piped, p_trajs)
     assert {"time/rollout_s", "time/credit_wait_s", "time/judge_s", "time/verify_s"} <= set(piped.metrics)
+
+
+@pytest.mark.parametrize("speculate", [False, True])
+def test_kept_contexts_change_nothing_and_are_given_back(setup, speculate):
+    """With per-turn caches kept (rollout.context_budget_mb), ProVer's continuations extend them
+    instead of prefilling their histories (fewer prefill tokens than the step that keeps none, same
+    episodes); serial and pipelined steps agree; each failure's caches are given back as it ends, the rest when the step
+    ends, and the budget is whole again."""
+    engine, tok, pool, vpool = setup
+    plain = rollout(engine, tok)
+    credit = make_credit("prover", credit_config(), judge=RandomJudge(), verifier=RolloutVerifier(plain, vpool), seed=0)
+    ref_trajs, _ = StepPipeline(plain, pool, credit).run(SEEDS, UIDS, G)
+    runs = []
+    for overlap in (False, True):
+        log = []
+        trajs, out, _ = step(setup, RandomJudge(), overlap=overlap, speculate=speculate, contexts=log)
+        *released, ro = log
+        assert ro.context_bytes == 0 and all(c is None for t in trajs for c in t.contexts)
+        assert sorted(released[-1]) == sorted(t.success for t in trajs)  # the step's end: everything
+        if overlap:  # as each episode ends: the failures, one by one
+            assert released[:-1] == [[False]] * sum(not t.success for t in trajs)
+        assert ro.driver.stats["prefill_tokens"] < plain.driver.stats["prefill_tokens"]  # no history prefills
+        runs.append((trajs, out))
+    (s_trajs, serial), (p_trajs, piped) = runs
+    assert serial.metrics["prover/valid_proposals"] >= 1
+    same_step(serial, s_trajs, piped, p_trajs)
+    assert [t.tokens for t in ref_trajs] == [t.tokens for t in s_trajs]
 
 
 class Fickle(RandomJudge):

@@ -83,6 +83,36 @@ def test_continue_from_reproduces_greedy(engine, tokenizer, pool):
             np.testing.assert_allclose(c.logprobs, traj.logprobs, atol=1e-4)
 
 
+def test_continuations_extend_the_kept_context(engine, tokenizer, pool):
+    """With a context budget, the episode keeps its cache after every response; a continuation from
+    turn t extends the cache of turn t - 1 (prefilling only the observation between them, not the
+    history) and plays what the history prefill plays (greedy: same tokens, log-probs to 1e-4). The
+    budget caps what is kept; released contexts give their bytes back."""
+    plain = rollout(engine, tokenizer, 0.0)
+    kept = rollout(engine, tokenizer, 0.0, context_budget_mb=1024)
+    [a], [b] = plain.run(pool, [7]), kept.run(pool, [7])
+    assert a.tokens == b.tokens and all(c is None for c in a.contexts) and plain.context_bytes == 0
+    assert len(b.contexts) == b.num_turns and all(c is not None for c in b.contexts)
+    assert kept.context_bytes == b.num_turns * kept._bytes_per_context
+    for turn in (1, 3):
+        before = (plain.driver.stats["prefill_tokens"], kept.driver.stats["prefill_tokens"])
+        [ca] = plain.continue_from(a, turn, k=1, pool=pool)
+        [cb] = kept.continue_from(b, turn, k=1, pool=pool)
+        history, obs = a.turns[turn].start, a.turns[turn].start - a.turns[turn - 1].end
+        spent = (plain.driver.stats["prefill_tokens"] - before[0], kept.driver.stats["prefill_tokens"] - before[1])
+        assert spent[0] - spent[1] == history - (obs + 1)  # the context replaced the history's prefill
+        assert cb.tokens == ca.tokens == a.tokens and cb.turns == ca.turns
+        assert cb.contexts == [None] * cb.num_turns  # continuations keep none
+        np.testing.assert_allclose(cb.logprobs, ca.logprobs, atol=1e-4)
+    kept.release_contexts([b])
+    assert kept.context_bytes == 0 and b.contexts == [None] * b.num_turns
+    one = rollout(engine, tokenizer, 0.0, context_budget_mb=kept._bytes_per_context * 2.5 / 2 ** 20)
+    [c] = one.run(pool, [7])
+    assert [x is not None for x in c.contexts] == [True, True] + [False] * (c.num_turns - 2)
+    with pytest.raises(ValueError, match="context_budget_mb"):
+        RolloutConfig(context_budget_mb=-1)
+
+
 def test_group_prefilled_once(engine, tokenizer, pool):
     ro = rollout(engine, tokenizer, 1.0, max_turns=1)
     trajs = ro.run(pool, [9, 9, 9, 9])
