@@ -23,7 +23,8 @@ at the demo's 32 slots; at the config's decode steps per call and at 4 (the `_4`
 Prints a table and, last, one JSON line: grpo_step_s; prover_step_s (contrastive) and prover_over_grpo
 (means over the timed steps; _median: of medians), the same for prover_nospec and prover_openai; eligible_frac (groups in the band, timed ProVer steps),
 rollout_tokens_per_s (policy tokens over rollout time, grpo steps), decode_host_overhead_ms,
-decode_step_ms, plus per variant the mean, median, min and max step time, the policy tokens per step,
+decode_step_ms, plus per variant the mean, median, min and max step time, the policy tokens and the tokens
+prefilled (prompt tokens the driver prefilled: episodes, turns, continuations) per step,
 the continuations' policy tokens per policy token of the batch (extra_token_frac) and the mean of every
 time/* entry.
 """
@@ -198,9 +199,10 @@ def time_variants(names, sft_dir: str, root: str, base_url: str) -> dict:
                 raise RuntimeError(f"{path}: the SFT checkpoint was not restored")
         rows = {name: [] for name in names}
         walls = {name: [] for name in names}
+        prefilled = {name: [] for name in names}
         for i in range(FLAGS.warmup + FLAGS.steps):
             for name, trainer in trainers.items():
-                t0 = time.perf_counter()
+                t0, p0 = time.perf_counter(), trainer.run.driver.stats["prefill_tokens"]
                 row = trainer.rl_step()
                 wall = time.perf_counter() - t0
                 print(f"  {name} step {i + 1}{' (warm-up)' if i < FLAGS.warmup else ''}: {wall:.2f} s, "
@@ -209,6 +211,7 @@ def time_variants(names, sft_dir: str, root: str, base_url: str) -> dict:
                 if i >= FLAGS.warmup:
                     rows[name].append(row)
                     walls[name].append(wall)
+                    prefilled[name].append(trainer.run.driver.stats["prefill_tokens"] - p0)
     finally:
         for trainer in trainers.values():
             trainer.close()
@@ -220,6 +223,7 @@ def time_variants(names, sft_dir: str, root: str, base_url: str) -> dict:
             "step_s": float(np.mean(w)), "step_median_s": float(np.median(w)), "step_min_s": min(w),
             "step_max_s": max(w),
             "policy_tokens": float(np.mean([x["policy_tokens"] for x in r])),
+            "prefill_tokens": float(np.mean(prefilled[name])),
             "extra_token_frac": float(np.mean([x.get("prover/extra_token_frac", 0.0) for x in r])),
             "eligible_frac": float(np.mean([x.get("prover/eligible_groups", 0.0) / G for x in r])),
             "success_rate": float(np.mean([x["success_rate"] for x in r])),

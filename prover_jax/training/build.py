@@ -107,10 +107,9 @@ def model(config, mesh, tok) -> nnx.Module:
     of the family its folder's config.json names (random: the default family)."""
     c = config
     dtype, pdtype = DTYPES[c.model.dtype], DTYPES[c.model.param_dtype]
-    if c.model.init == "hf":  # the policy loader (sampling.loader), as prover-generate and prover-serve
+    if c.model.init in ("hf", "checkpoint"):  # the policy loader (sampling.loader), as prover-generate and
+        # prover-serve: params in model.param_dtype, computing in model.dtype
         return load_model(c.model.path, pdtype, mesh=mesh, compute_dtype=dtype)
-    if c.model.init == "checkpoint":  # the params as stored (fp32), computing in fp32
-        return load_model(c.model.path, jnp.float32, mesh=mesh)
     if c.model.init != "random":
         raise ValueError(f"model.init must be random | hf | checkpoint, got {c.model.init!r}")
     fam, cfg = architecture(c)

@@ -150,3 +150,12 @@ def test_corrupt_file_and_missing_folder(ckpt, tmp_path):
         qwen3_5.load_hf(ckpt)
     with pytest.raises(FileNotFoundError, match="no config.json"):
         qwen3_5.load_hf(str(tmp_path / "nowhere"))
+
+
+@pytest.mark.parametrize("size", sorted(qwen3_5.CONFIGS))
+def test_config_survives_its_config_json(size):
+    """from_hf_dict(to_hf_dict(cfg)), through JSON, is cfg again: rope_type (always "default") is not kept
+    as an extra rope field and JSON lists (mrope_section) come back as the tuples they were."""
+    cfg = qwen3_5.CONFIGS[size]
+    again = type(cfg).from_hf_dict(json.loads(json.dumps(cfg.to_hf_dict())))
+    assert again == cfg and again.to_hf_dict() == cfg.to_hf_dict()

@@ -94,3 +94,22 @@ def test_unreadable_generation_config(tmp_path):
     (tmp_path / "generation_config.json").write_text("{")
     with pytest.raises(ValueError, match="cannot read .*generation_config.json"):
         eos_ids(tiny_config(), None, str(tmp_path))
+
+
+@pytest.mark.parametrize("init", ["hf", "checkpoint"])
+def test_training_loads_either_form_in_the_configured_dtypes(tmp_path, init):
+    """model.init=hf and =checkpoint both give params in model.param_dtype computing in model.dtype
+    (a checkpoint used to load as fp32 computing in fp32 whatever the config said)."""
+    from prover_jax.training import build
+    from prover_jax.training.config import default_config
+    net = tiny_model(tiny_config(eos_token_id=5), seed=2)
+    hf, ckpt = str(tmp_path / "hf"), str(tmp_path / "ckpt")
+    save_hf(net, hf)
+    save_tokenizer(hf)
+    save_checkpoint(load_hf(hf), ckpt)
+    c = default_config()
+    c.model.init, c.model.path = init, hf if init == "hf" else ckpt
+    for pdtype, dtype in (("float32", "float32"), ("float32", "bfloat16"), ("bfloat16", "bfloat16")):
+        c.model.param_dtype, c.model.dtype = pdtype, dtype
+        model = build.model(c, None, None)
+        assert model.embed_tokens.get_value().dtype == jnp.dtype(pdtype) and model.dtype == jnp.dtype(dtype)

@@ -133,6 +133,8 @@ class Qwen3_5Config:
             rope["rope_theta"] = text["rope_theta"]
         if rope.get("rope_type", "default") != "default":
             raise ValueError(f"unsupported rope_type {rope['rope_type']!r}; only 'default' is implemented")
+        rope.pop("rope_type", None)  # "default", the only one (to_hf_dict writes it back)
+        rope = {k: tuple(v) if isinstance(v, list) else v for k, v in rope.items()}  # JSON lists: hashable
         theta = rope.pop("rope_theta", 1e7)
         factor = rope.pop("partial_rotary_factor", text.get("partial_rotary_factor", 0.25))
         layers = text.get("layer_types")
