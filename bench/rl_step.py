@@ -15,13 +15,17 @@ per round, --warmup untimed rounds (compiles, caches) then --steps timed ones:
                    localhost that answers every call after --judge_latency_s (cache off)
     *_packed       (e.g. grpo_packed) the same, updating on packed rows with policy-token logits
     *_nospec       (prover_nospec) the same without speculative judging (credit.prover.speculate off)
+    *_ctx          (prover_ctx) the same with per-turn caches kept for continuations
+                   (rollout.context_budget_mb=2048)
 Then the driver's host overhead per decode step: the wall time of 32 requests of 64 tokens through
 the driver (fixed length, no stop), less the time of their one batched prefill alone, per decode
 step, minus the time of the jitted generate step alone (chained steps, one block at the end), all
 at the demo's 32 slots; at the config's decode steps per call and at 4 (the `_4` keys).
 
 Prints a table and, last, one JSON line: grpo_step_s; prover_step_s (contrastive) and prover_over_grpo
-(means over the timed steps; _median: of medians), the same for prover_nospec and prover_openai; eligible_frac (groups in the band, timed ProVer steps),
+(means over the timed steps; _median: of medians; _paired: the median, min and max over rounds of the
+ratio of the two steps of one round), the same for prover_nospec and prover_openai; eligible_frac
+(groups in the band, timed ProVer steps),
 rollout_tokens_per_s (policy tokens over rollout time, grpo steps), decode_host_overhead_ms,
 decode_step_ms, plus per variant the mean, median, min and max step time, the policy tokens and the tokens
 prefilled (prompt tokens the driver prefilled: episodes, turns, continuations) per step,
@@ -157,6 +161,9 @@ def variant_config(name: str, base_url: str):
     c = demo_config()
     c.sft.steps = FLAGS.sft_steps
     c.train.steps = 10 ** 6
+    if name.endswith("_ctx"):
+        name = name[:-len("_ctx")]
+        c.rollout.context_budget_mb = 2048.0
     if name.endswith("_nospec"):
         name = name[:-len("_nospec")]
         c.credit.prover.speculate = False
@@ -178,7 +185,7 @@ def variant_config(name: str, base_url: str):
         c.judge.openai.timeout_s = 30.0
     else:
         raise ValueError(f"unknown variant {name!r}; choose from grpo, prover, prover_openai (each with "
-                         "optional _packed and _nospec suffixes, in that order)")
+                         "optional _packed, _nospec and _ctx suffixes, in that order)")
     return c
 
 
@@ -221,6 +228,7 @@ def time_variants(names, sft_dir: str, root: str, base_url: str) -> dict:
         G = trainers[name].config.rollout.groups_per_step
         out[name] = {
             "step_s": float(np.mean(w)), "step_median_s": float(np.median(w)), "step_min_s": min(w),
+            "steps_s": list(w),
             "step_max_s": max(w),
             "policy_tokens": float(np.mean([x["policy_tokens"] for x in r])),
             "prefill_tokens": float(np.mean(prefilled[name])),
@@ -301,6 +309,8 @@ def decode_overheads(sft_dir: str) -> dict:
 
 
 def main(argv):
+    import numpy as np
+
     del argv
     import jax
     from absl import logging
@@ -327,12 +337,15 @@ def main(argv):
               f"{r.get('time/update_s', 0):8.2f}")
     out = {"load_before": os.getloadavg()[0]}
     g = results.get("grpo")
-    for name in ("prover", "prover_nospec", "prover_openai"):
+    for name in ("prover", "prover_nospec", "prover_ctx", "prover_openai"):
         if name in results:
             out[f"{name}_step_s"] = results[name]["step_s"]
             if g:
                 out[f"{name}_over_grpo"] = results[name]["step_s"] / g["step_s"]
                 out[f"{name}_over_grpo_median"] = results[name]["step_median_s"] / g["step_median_s"]
+                # paired: the two steps of each round (a machine's drift falls on both), median and range
+                rounds = [p / q for p, q in zip(results[name]["steps_s"], g["steps_s"])]
+                out[f"{name}_over_grpo_paired"] = [float(np.median(rounds)), min(rounds), max(rounds)]
     if g:
         out["grpo_step_s"] = g["step_s"]
         out["rollout_tokens_per_s"] = g["rollout_tokens_per_s"]

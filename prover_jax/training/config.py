@@ -115,8 +115,10 @@ def default_config() -> ml_collections.ConfigDict:
     c.rollout.max_target_length = 4096  # longest episode (tokens); longer ones end as context_limit
     # device memory per process for the sampler's cache after each turn of the step's episodes, kept
     # for credit methods that continue from a turn (prover, spo_chain) so a continuation prefills only
-    # the observation before its turn; episodes beyond it re-prefill their history (0: keep none)
-    c.rollout.context_budget_mb = 2048.0
+    # the observation before its turn; episodes beyond it re-prefill their history (0: keep none). Off:
+    # on the CPU demo it costs more than the short histories it saves (bench/RESULTS.md); for long
+    # histories on an accelerator try e.g. 4096
+    c.rollout.context_budget_mb = 0.0
 
     # Loss (GRPO with per-token advantages).
     c.loss = ml_collections.ConfigDict()

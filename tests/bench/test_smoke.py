@@ -28,7 +28,9 @@ def test_rl_step_smoke(tmp_path):
                 "rollout_tokens_per_s", "decode_step_ms", "decode_host_overhead_ms"):
         assert out[key] >= 0, key
     for name, v in out["variants"].items():
-        assert v["step_s"] > 0 and "time/update_s" in v and "compiles" in v, name
+        assert v["step_s"] > 0 and "time/update_s" in v and "compiles" in v and v["prefill_tokens"] > 0, name
+    mid, lo, hi = out["prover_over_grpo_paired"]
+    assert 0 < lo <= mid <= hi
     assert os.path.isdir(tmp_path / "smoke" / "sft")  # the smoke policy lives beside, not in, the cached one
 
 
