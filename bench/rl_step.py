@@ -58,6 +58,8 @@ flags.DEFINE_list("variants", ["grpo", "prover", "prover_openai"], "Variants to 
 flags.DEFINE_float("judge_latency_s", 0.5, "Latency of every call to the scripted judge endpoint.")
 flags.DEFINE_multi_string("override", [], "A config override key=value, repeatable; the value is JSON for non-string "
                           "fields (e.g. --override=rollout.row_buckets=[8,32] --override=train.logits=policy).")
+flags.DEFINE_bool("keep_host_memory", True, "glibc malloc keeps freed memory for reuse "
+                  "(distributed.keep_host_memory), as the trainer and the demo do.")
 flags.DEFINE_bool("smoke", False, "Seconds, not minutes: 10 SFT steps, 1 timed step per variant of 2 tasks x 2 "
                   "episodes, no precompile or sampler warm-up, 8-token decode probes, in WORKDIR/smoke (the cached "
                   "policy is untouched). Checks that the bench runs; its times mean nothing.")
@@ -311,7 +313,10 @@ def decode_overheads(sft_dir: str) -> dict:
 def main(argv):
     import numpy as np
 
+    from prover_jax.distributed import keep_host_memory
     del argv
+    if FLAGS.keep_host_memory:
+        keep_host_memory()
     import jax
     from absl import logging
     logging.set_verbosity(logging.WARNING)

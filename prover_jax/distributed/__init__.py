@@ -9,8 +9,9 @@ arrays; one global update; the new weights are resharded onto every host's engin
 from prover_jax.distributed.arrays import (WeightSync, engine_mesh, global_batch, globalize,
                                            to_global)
 from prover_jax.distributed.runtime import (allgather_json, barrier, check_layout, initialize,
-                                            is_primary, process_count, process_index, share,
-                                            uneven_share)
+                                            is_primary, keep_host_memory, process_count, process_index,
+                                            share, uneven_share)
 
 __all__ = ["WeightSync", "allgather_json", "barrier", "check_layout", "engine_mesh", "global_batch", "globalize",
-           "initialize", "is_primary", "process_count", "process_index", "share", "to_global", "uneven_share"]
+           "initialize", "is_primary", "keep_host_memory", "process_count", "process_index", "share", "to_global",
+           "uneven_share"]

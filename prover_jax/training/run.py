@@ -29,11 +29,13 @@ import time
 
 def train(config, workdir: str, export_hf: str | None = None, eval_only: bool = False,
           progress: bool = True) -> dict:
-    """Runs (or resumes) the whole job; returns the summary dict."""
+    """Runs (or resumes) the whole job; returns the summary dict. The process keeps the host memory
+    it frees for reuse (`distributed.keep_host_memory`)."""
     from prover_jax import distributed as dist
     from prover_jax.training.trainer import Trainer
     from prover_jax.training.workdir import read_lines, workdir_path
 
+    dist.keep_host_memory()
     dist.initialize()  # TPU pods: auto-detected; no-op on one host or when already initialised
     t_start = time.perf_counter()
     trainer = Trainer(config, workdir)
