@@ -208,7 +208,6 @@ class Rollout:
                                finish_reason=c.finish_reason))
         traj.snapshots.append(step.snapshot)
         traj.success, traj.score = bool(info.get("success", False)), float(info.get("score", 0.0))
-        ep.context = c.context
         self._keep(traj, c.context)
         if step.done:
             return self._finish(ep, DONE)
@@ -230,5 +229,4 @@ class Rollout:
     @staticmethod
     def _finish(ep: Episode, why: str) -> None:
         ep.traj.termination = why
-        ep.context = None
         return None

@@ -12,7 +12,8 @@ import numpy as np
 
 from prover_jax.envs.pool import EnvPool
 from prover_jax.rollout.trajectory import CONTEXT_LIMIT, Trajectory
-from prover_jax.sampling import Completion
+from prover_jax.sampling import Completion, Context
+
 
 def mix_seed(*parts: int) -> int:
     """A 31-bit seed from integer parts (order matters)."""
@@ -21,13 +22,11 @@ def mix_seed(*parts: int) -> int:
 
 @dataclasses.dataclass
 class Episode:
-    """An episode being played: its record, its env (index in `pool`), the live sampler context."""
+    """An episode being played: its record, its env (index in `pool`), the callback at its end."""
     traj: Trajectory
     env: int  # index in the pool
     pool: EnvPool
-    context: Any = None  # the driver's live Context
     on_end: Callable[[Trajectory, int], None] | None = None
-
 
 
 class Play:
@@ -55,9 +54,9 @@ again (`cancel_continuations`).
         return bool(self.live or self.waiting)
 
     def add(self, pool: EnvPool, forks: list[tuple[list[int], list[Episode]]],
-            on_end: Callable[[Trajectory, int], None] | None = None, context=None) -> None:
-        """Starts every episode of `forks` (groups sharing an opening token history); with
-        `context` = (a driver Context, the history's tokens after it), one fork extends that cache."""
+            on_end: Callable[[Trajectory, int], None] | None = None, context: Context | None = None) -> None:
+        """Starts every episode of `forks` (groups sharing an opening: its tokens, or with `context`
+        the tokens after that cache, which one fork then extends)."""
         ro = self.rollout
         spec = None if self.expert else pool.prompt
         for history, group in forks:
@@ -71,8 +70,7 @@ again (`cancel_continuations`).
             if self.expert:
                 self.waiting += group
             else:
-                prompt, ctx = (history, None) if context is None else (context[1], context[0])
-                request = ro._request(prompt, group[0].traj.uid, len(group[0].traj.turns), spec, context=ctx,
+                request = ro._request(history, group[0].traj.uid, len(group[0].traj.turns), spec, context=context,
                                       num_samples=len(group))
                 self.live[ro.driver.submit(request)] = list(group)
 
@@ -101,8 +99,8 @@ again (`cancel_continuations`).
             group.append(Episode(child, env, pool))
         pool.restore_some({env: traj.snapshots[turn] for env in envs})
         kept = traj.contexts[turn - 1] if 0 < turn <= len(traj.contexts) else None
-        context = None if kept is None else (kept, history[traj.turns[turn - 1].end:])
-        self.add(pool, [(history, group)], on_end, context)
+        prompt = history if kept is None else history[traj.turns[turn - 1].end:]
+        self.add(pool, [(prompt, group)], on_end, kept)
         return [e.traj for e in group]
 
     def cancel_continuations(self, children: Sequence[Trajectory]) -> int:
