@@ -191,6 +191,35 @@ def variant_config(name: str, base_url: str):
     return c
 
 
+def memory_maps() -> tuple[int, int] | None:
+    """(mappings this process holds, vm.max_map_count), or None off Linux."""
+    try:
+        with open("/proc/self/maps") as f:
+            held = sum(1 for _ in f)
+        with open("/proc/sys/vm/max_map_count") as f:
+            return held, int(f.read())
+    except OSError:
+        return None
+
+
+def check_map_headroom(held_before: list[int], left: int) -> None:
+    """Before the next of `left` trainers (held_before: the mappings held before each trainer built so
+    far, then now): each trainer's compiled programs hold memory mappings, and past vm.max_map_count
+    XLA's compiler fails ("Cannot allocate memory") and the process crashes. Raises a clear error
+    instead when another trainer like the last, and its steps (+20%), would not fit."""
+    maps = memory_maps()
+    if maps is None or len(held_before) < 2 or not left:
+        return
+    held, limit = maps
+    each = held - held_before[-2]
+    if held + 1.2 * each > limit:
+        raise RuntimeError(
+            f"--variants: {len(held_before) - 1 + left} trainers in one process need about "
+            f"{held + 1.2 * each * left:.0f} memory mappings (the last trainer took {each}; {held} held now), over "
+            f"vm.max_map_count={limit}. Time fewer variants per run, or raise the limit "
+            f"(sysctl -w vm.max_map_count=262144).")
+
+
 def time_variants(names, sft_dir: str, root: str, base_url: str) -> dict:
     """All variants' trainers at once, stepped in turn (round r: every variant's step r), so
     compilation, caches and any drift of the machine fall on all of them alike."""
@@ -198,8 +227,11 @@ def time_variants(names, sft_dir: str, root: str, base_url: str) -> dict:
 
     from prover_jax.training.trainer import Trainer
     trainers = {}
+    held_before = []  # memory mappings held before each trainer (check_map_headroom)
     try:
-        for name in names:
+        for k, name in enumerate(names):
+            held_before.append((memory_maps() or (0, 0))[0])
+            check_map_headroom(held_before, len(names) - k)
             path = os.path.join(root, name)
             shutil.rmtree(path, ignore_errors=True)
             shutil.copytree(sft_dir, path)
@@ -242,6 +274,9 @@ def time_variants(names, sft_dir: str, root: str, base_url: str) -> dict:
             "compiles": float(np.mean([x.get("compiles", -1) for x in r])),
             "batch_fill": float(np.mean([x.get("batch_fill", 0.0) for x in r])),
             **{k: float(np.mean([x[k] for x in r])) for k in r[0] if k.startswith("time/")}}
+    maps = memory_maps()
+    if maps:
+        print(f"memory mappings held: {maps[0]} (vm.max_map_count {maps[1]}; before each trainer: {held_before})")
     return out
 
 
@@ -266,7 +301,6 @@ def decode_overhead(sft_dir: str, steps_per_call: int = 1) -> dict:
         driver.run(reqs)  # compile
         best_driver = float("inf")
         for _ in range(3):
-            steps0 = driver.stats["decode_steps"]
             t0 = time.perf_counter()
             driver.run(reqs)
             dt = time.perf_counter() - t0

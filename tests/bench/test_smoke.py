@@ -90,3 +90,18 @@ def test_packing_fill_scripted_pod_config(tmp_path):
         assert r["tokens"] == 16 * (wins * expert + (8 - wins) * wander)
         assert r["unpacked_fill"] == r["tokens"] / (128 * r["unpacked_length"])
         assert r["unpacked_fill"] <= r["packed_fill_mb8"] * (1 + 1e-9) <= r["packed_fill_mb1"] * (1 + 1e-9)
+
+
+def test_rl_step_refuses_trainers_past_the_map_limit(monkeypatch):
+    """Past vm.max_map_count XLA's compiler fails and the process crashes: the bench stops first with
+    an error that names the limit, when another trainer like the last would not fit (the AMD host's
+    figures: ~16.6k mappings per demo trainer, limit 65530: three fit, a fourth does not)."""
+    import pytest
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import rl_step
+    monkeypatch.setattr(rl_step, "memory_maps", lambda: (37952, 65530))
+    rl_step.check_map_headroom([576, 21353, 37952], left=1)  # a third trainer fits
+    rl_step.check_map_headroom([37952], left=3)  # nothing built yet: no estimate
+    monkeypatch.setattr(rl_step, "memory_maps", lambda: (54600, 65530))
+    with pytest.raises(RuntimeError, match="vm.max_map_count=65530"):
+        rl_step.check_map_headroom([576, 21353, 37952, 54600], left=1)
