@@ -25,7 +25,7 @@ from prover_jax.models import packing
 from prover_jax.registry import Registry
 
 LOG_RATIO_CLAMP = 20.0  # |logp - logp_old| is clipped here before exp (as verl does)
-KL_CLAMP = 10.0  # d = logp_ref - logp is clipped to [-KL_CLAMP, KL_CLAMP] before the k3 estimator
+KL_CLAMP = 10.0  # the k3 estimate is clamped to [-KL_CLAMP, KL_CLAMP] (as verl does; k3 >= 0)
 
 
 def _chunk_logprobs(model, h_BxTxD, targets_BxT, with_entropy: bool = True):
@@ -186,9 +186,10 @@ KL_ESTIMATORS: Registry = Registry("KL estimator", field="loss.kl_estimator")
 
 @KL_ESTIMATORS.register("k3")
 def _kl_k3(logp, ref):
-    """d = clip(logp_ref - logp, -10, 10); exp(d) - d - 1 (>= 0)"""
-    d = jnp.clip(ref - logp, -KL_CLAMP, KL_CLAMP)
-    return jnp.exp(d) - d - 1.0
+    """min(exp(d) - d - 1, 10), d = logp_ref - logp (k3 >= 0; no gradient past the clamp). d is clipped to
+    [-20, 20] first only to keep exp finite, where the clamp already holds."""
+    d = jnp.clip(ref - logp, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+    return jnp.minimum(jnp.exp(d) - d - 1.0, KL_CLAMP)
 
 
 @KL_ESTIMATORS.register("k1")

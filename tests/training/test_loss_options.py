@@ -39,8 +39,9 @@ def value_and_grad(d, **kw):
 def np_kl(logp, ref, name):
     """(kl, d kl / d logp) per token."""
     x = logp.astype(np.float64) - ref
-    d = np.clip(-x, -10, 10)
-    k3, g3 = np.exp(d) - d - 1, np.where(np.abs(x) < 10, 1 - np.exp(d), 0.0)
+    d = np.clip(-x, -20, 20)
+    raw = np.exp(d) - d - 1  # k3 is clamped to 10 (spec, verl), with no gradient past the clamp
+    k3, g3 = np.minimum(raw, 10.0), np.where(raw < 10, 1 - np.exp(d), 0.0)
     return {"k1": (x, np.ones_like(x)), "k2": (0.5 * x**2, x), "k3": (k3, g3), "k3+": (k3, x)}[name]
 
 
@@ -48,7 +49,8 @@ def np_kl(logp, ref, name):
 def test_kl_estimator_value_and_gradient(name):
     d = inputs(0)
     d["adv"][:] = 0.0  # the policy term is 0 with a 0 gradient: the loss is the KL term alone
-    d["ref"][1, 3], d["mask"][1, 3] = d["logp"][1, 3] + 12.0, True  # beyond k3's clamp of d
+    d["ref"][1, 3], d["mask"][1, 3] = d["logp"][1, 3] + 12.0, True  # k3 far past its clamp
+    d["ref"][0, 2], d["mask"][0, 2] = d["logp"][0, 2] + 3.0, True  # k3 = 16.1 before the clamp of 10
     ref = jnp.asarray(d["ref"])
     loss, metrics, grad = value_and_grad(d, kl_coef=1.0, ref_logprobs=ref, kl_estimator=name)
     m, n = d["mask"], d["mask"].sum()
