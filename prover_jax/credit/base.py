@@ -58,7 +58,23 @@ class CreditOutput:
 
 
 EXTRA_TOKENS = "credit/extra_policy_tokens"
+JUDGE_SUMS = ("judge/calls", "judge/cost_usd", "judge/input_tokens", "judge/output_tokens")  # Merge.sums
 COMMON_METRICS = (EXTRA_TOKENS, "time/rollout_s", "time/credit_wait_s", "time/judge_s", "time/verify_s")
+
+
+@dataclasses.dataclass(frozen=True)
+class Merge:
+    """How a method's metrics combine over processes and dynamic-sampling draws
+    (`training.metrics.merge_rows`); a metric in none of these is the first row's.
+
+    sums: counts, which add up (a name ending in "/" covers every metric under it);
+    means: (mean, count): a mean over `count` things, weighted by them;
+    ratios: (rate, num, den): num / den, recomputed from the summed counts.
+    """
+
+    sums: tuple[str, ...] = ()
+    means: tuple[tuple[str, str], ...] = ()
+    ratios: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +107,7 @@ class Needs:
     metrics: the names the method reports; the trainer writes every one at every step (0 when the
         method had nothing to report), so all rows of a run, and all runs of a method, share keys.
     headline: the figures the progress bar and the run's summary show for the method (`Figure`).
+    merge: how its metrics combine over processes and draws (`Merge`).
     contexts: continuations start after turn 0, so the rollout keeps each turn's cache for them
         (rollout.context_budget_mb) and they prefill only the observation before their turn.
     """
@@ -103,6 +120,7 @@ class Needs:
     metrics: tuple[str, ...] = ()
     headline: tuple[Figure, ...] = ()
     contexts: bool = False
+    merge: Merge = Merge()
 
 
 # old config fields -> where they live now; a config that still sets one is refused by the new name

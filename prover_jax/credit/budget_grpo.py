@@ -28,7 +28,7 @@ from typing import Any, Sequence
 import ml_collections
 import numpy as np
 
-from prover_jax.credit.base import EXTRA_TOKENS, CreditOutput, Figure, Needs, register_credit
+from prover_jax.credit.base import EXTRA_TOKENS, JUDGE_SUMS, CreditOutput, Figure, Merge, Needs, register_credit
 from prover_jax.credit.common import grpo_advantages, select_segment
 from prover_jax.credit.overlap import OverlapCredit, Start
 from prover_jax.judges.base import TIMEOUT, Proposal
@@ -37,6 +37,7 @@ from prover_jax.rollout.trajectory import Trajectory
 MAX_ROUNDS = 3
 METRICS = ("budget/eligible_groups", "budget/extra_episodes", "budget/budget_tokens", "judge/calls",
            "judge/cost_usd")
+MERGE = Merge(sums=("budget/eligible_groups", "budget/extra_episodes", "budget/budget_tokens") + JUDGE_SUMS)
 HEADLINE = (Figure("extra episodes", "extra", "extra_episodes", "budget/extra_episodes"),)
 
 
@@ -87,7 +88,7 @@ class BudgetGRPO(OverlapCredit):
     def needs(cls, config: Any, groups: int, group_size: int) -> Needs:
         most = int(config.budget_grpo.max_extra) or 2 * int(config.prover.k)
         return Needs(judge=True, verifier=True, verify_envs=min(groups * most, max(groups * group_size, most)),
-                     extra_episodes=True, metrics=METRICS, headline=cls.headline)
+                     extra_episodes=True, metrics=METRICS, headline=cls.headline, merge=MERGE)
 
     def begin_step(self) -> None:
         self.judge.begin_step()

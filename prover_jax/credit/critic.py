@@ -41,7 +41,7 @@ from typing import Any, Sequence
 import ml_collections
 import numpy as np
 
-from prover_jax.credit.base import EXTRA_TOKENS, CreditMethod, CreditOutput, Needs, register_credit
+from prover_jax.credit.base import EXTRA_TOKENS, CreditMethod, CreditOutput, Merge, Needs, register_credit
 from prover_jax.credit.common import broadcast, group_outcome_advantages
 from prover_jax.judges.base import config_get
 from prover_jax.registry import Registry
@@ -52,6 +52,8 @@ USAGE = ("calls", "cached", "input_tokens", "output_tokens", "cost_usd", "droppe
 METRICS = ("critic/calls", "critic/cached", "critic/input_tokens", "critic/output_tokens", "critic/cost_usd",
            "critic/turns", "critic/good_frac", "critic/bad_frac", "critic/dropped", "critic/dp_states",
            "time/critic_s")
+MERGE = Merge(sums=tuple(f"critic/{k}" for k in USAGE) + ("critic/turns",),
+              means=(("critic/good_frac", "critic/turns"), ("critic/bad_frac", "critic/turns")))
 
 
 # ------------------------------------------------------------------------------------ the credit method
@@ -119,7 +121,7 @@ class Critic(CreditMethod):
 
     @classmethod
     def needs(cls, config: Any, groups: int, group_size: int) -> Needs:
-        return Needs(critic=True, metrics=METRICS)
+        return Needs(critic=True, metrics=METRICS, merge=MERGE)
 
     def begin_step(self) -> None:
         self.critic.begin_step()

@@ -35,13 +35,16 @@ from typing import Any, Sequence
 import ml_collections
 import numpy as np
 
-from prover_jax.credit.base import EXTRA_TOKENS, CreditMethod, CreditOutput, Needs, register_credit
+from prover_jax.credit.base import EXTRA_TOKENS, CreditMethod, CreditOutput, Merge, Needs, register_credit
 from prover_jax.credit.common import broadcast, outcome_advantages, rewards
 from prover_jax.judges.contrastive import IGNORED_FIELDS, Interner, state_key
 from prover_jax.rollout.trajectory import Trajectory
 
 METRICS = ("gigpo/anchor_groups", "gigpo/anchor_group_size", "gigpo/anchored_turn_frac",
-           "gigpo/step_adv_abs", "gigpo/text_fallback_groups")
+           "gigpo/step_adv_abs", "gigpo/text_fallback_groups", "gigpo/turns")
+MERGE = Merge(sums=("gigpo/anchor_groups", "gigpo/text_fallback_groups", "gigpo/turns"),
+              means=(("gigpo/anchor_group_size", "gigpo/anchor_groups"), ("gigpo/anchored_turn_frac", "gigpo/turns"),
+                     ("gigpo/step_adv_abs", "gigpo/turns")))
 
 
 def step_returns(traj: Trajectory, gamma: float) -> np.ndarray:
@@ -101,7 +104,7 @@ class GiGPO(CreditMethod):
 
     @classmethod
     def needs(cls, config: Any, groups: int, group_size: int) -> Needs:
-        return Needs(metrics=METRICS)
+        return Needs(metrics=METRICS, merge=MERGE)
 
     def assign(self, groups: Sequence[Sequence[Trajectory]]) -> CreditOutput:
         out, sizes, turns, anchored, abs_sum, fallback = [], [], 0, 0, 0.0, 0
@@ -133,6 +136,7 @@ class GiGPO(CreditMethod):
             "gigpo/anchored_turn_frac": anchored / turns if turns else 0.0,
             "gigpo/step_adv_abs": abs_sum / turns if turns else 0.0,
             "gigpo/text_fallback_groups": fallback,
+            "gigpo/turns": turns,
             EXTRA_TOKENS: 0,
         }
         return CreditOutput(out, metrics)

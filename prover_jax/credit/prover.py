@@ -27,7 +27,8 @@ from typing import Any, Sequence
 import ml_collections
 import numpy as np
 
-from prover_jax.credit.base import EXTRA_TOKENS, CreditOutput, Figure, Needs, Verifier, register_credit
+from prover_jax.credit.base import (EXTRA_TOKENS, JUDGE_SUMS, CreditOutput, Figure, Merge, Needs, Verifier,
+                                    register_credit)
 from prover_jax.credit.common import grpo_advantages, new_policy_tokens, select_segment, shortest_success
 from prover_jax.credit.overlap import OverlapCredit, Start
 from prover_jax.judges.base import TIMEOUT, Proposal
@@ -38,6 +39,12 @@ METRICS = ("prover/eligible_groups", "prover/proposals", "prover/valid_proposals
            "prover/acceptance_rate", "prover/segment_len", "prover/delta_mean", "prover/extra_token_frac",
            "prover/verify_policy_tokens", "prover/cancelled_continuations", "judge/calls", "judge/cost_usd",
            "judge/input_tokens", "judge/output_tokens")
+MERGE = Merge(
+    sums=("prover/eligible_groups", "prover/proposals", "prover/valid_proposals", "prover/accepted",
+          "prover/verify_policy_tokens", "prover/cancelled_continuations", "prover/dropped/") + JUDGE_SUMS,
+    means=(("prover/segment_len", "prover/valid_proposals"), ("prover/delta_mean", "prover/valid_proposals")),
+    ratios=(("prover/acceptance_rate", "prover/accepted", "prover/valid_proposals"),
+            ("prover/extra_token_frac", "prover/verify_policy_tokens", "policy_tokens")))
 HEADLINE = (Figure("acceptance", "accept", "acceptance_rate", "prover/accepted", den="prover/valid_proposals",
                    den_key="valid_proposals", den_name="valid proposals"),)
 
@@ -103,7 +110,8 @@ class ProVer(OverlapCredit):
         most the step's own episode count, never fewer than K)."""
         k = config.prover.k
         return Needs(judge=True, verifier=True, verify_envs=min(2 * groups * k, max(groups * group_size, k)),
-                     metrics=METRICS, headline=cls.headline, contexts=True)
+                     metrics=METRICS, headline=cls.headline, contexts=True,
+                     merge=MERGE)
 
     def begin_step(self) -> None:
         self.judge.begin_step()

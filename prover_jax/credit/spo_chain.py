@@ -25,14 +25,17 @@ from typing import Any, Sequence
 import ml_collections
 import numpy as np
 
-from prover_jax.credit.base import EXTRA_TOKENS, CreditOutput, Figure, Needs, register_credit
+from prover_jax.credit.base import EXTRA_TOKENS, CreditOutput, Figure, Merge, Needs, register_credit
 from prover_jax.credit.common import (grpo_advantages, new_policy_tokens, outcome_scales, rewards, shortest_success,
                                       std_scope)
 from prover_jax.credit.overlap import OverlapCredit, Start
 from prover_jax.rollout.trajectory import Trajectory
 
 CHOICES = ("one", "all")
-METRICS = ("spo/eligible_groups", "spo/trajectories", "spo/cuts", "spo/value_mean", "spo/segment_adv_abs")
+METRICS = ("spo/eligible_groups", "spo/trajectories", "spo/cuts", "spo/value_mean", "spo/segment_adv_abs",
+           "spo/segment_tokens")
+MERGE = Merge(sums=("spo/eligible_groups", "spo/trajectories", "spo/cuts", "spo/segment_tokens"),
+              means=(("spo/value_mean", "spo/cuts"), ("spo/segment_adv_abs", "spo/segment_tokens")))
 HEADLINE = (Figure("cut points", "cuts", "cuts", "spo/cuts"),)
 
 
@@ -83,7 +86,7 @@ class SPOChain(OverlapCredit):
     def needs(cls, config: Any, groups: int, group_size: int) -> Needs:
         k = int(config.spo_chain.k)
         return Needs(verifier=True, verify_envs=max(groups * group_size, k), metrics=METRICS, headline=cls.headline,
-                     contexts=True)
+                     contexts=True, merge=MERGE)
 
     def continues(self, trajectory: Trajectory) -> bool:
         return trajectory.success or self.config.spo_chain.trajectories == "all"
@@ -123,5 +126,6 @@ class SPOChain(OverlapCredit):
                 n_traj, n_cuts = n_traj + 1, n_cuts + len(cuts)
         metrics = {"spo/eligible_groups": len(plans), "spo/trajectories": n_traj,
                    "spo/cuts": n_cuts, "spo/value_mean": float(np.mean(values)) if values else 0.0,
-                   "spo/segment_adv_abs": float(np.mean(seg_abs)) if seg_abs else 0.0, EXTRA_TOKENS: extra}
+                   "spo/segment_adv_abs": float(np.mean(seg_abs)) if seg_abs else 0.0,
+                   "spo/segment_tokens": len(seg_abs), EXTRA_TOKENS: extra}
         return CreditOutput(advantages, metrics)

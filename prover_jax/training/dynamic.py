@@ -29,7 +29,7 @@ import dataclasses
 from typing import Sequence
 
 from prover_jax import distributed as dist
-from prover_jax.credit.base import CreditOutput
+from prover_jax.credit.base import CreditOutput, Merge
 from prover_jax.credit.common import rewards
 from prover_jax.credit.pipeline import split_groups
 from prover_jax.rollout.trajectory import Trajectory
@@ -96,11 +96,11 @@ def wants_more(draws: Sequence[Draw], mode: str, max_draws: int, groups_per_step
     return len(_global_informative(draws, groups_per_step)) < groups_per_step
 
 
-def select(draws: Sequence[Draw], mode: str, groups_per_step: int) -> Selected:
+def select(draws: Sequence[Draw], mode: str, groups_per_step: int, merge: Merge = Merge()) -> Selected:
     seeds = [s for d in draws for s in d.seeds]
     played = [t for d in draws for t in d.trajs]
     extra = (len(draws) - 1) * groups_per_step * draws[0].group_size  # over every process
-    credit = _merged_credit(draws)
+    credit = _merged_credit(draws, merge)
     total = groups_per_step * len(draws)
     if mode == "off":
         return Selected(seeds, played, credit, set(), {})
@@ -124,15 +124,15 @@ def select(draws: Sequence[Draw], mode: str, groups_per_step: int) -> Selected:
                     metrics)
 
 
-def _merged_credit(draws: Sequence[Draw]) -> CreditOutput:
+def _merged_credit(draws: Sequence[Draw], merge: Merge) -> CreditOutput:
     """The first draw's CreditOutput with its metrics merged over the draws as rows of processes are
-    (`merge_rows`: counts summed, the listed rates re-weighted, other rates the first draw's), wall
+    (`merge_rows` with the method's `merge`: counts summed, rates re-weighted or recomputed), wall
     times summed (the draws ran one after another)."""
     first = draws[0].credit
     if len(draws) == 1:
         return first
     rows = [dict(d.credit.metrics, policy_tokens=sum(t.num_policy_tokens for t in d.trajs)) for d in draws]
-    metrics = merge_rows(rows)
+    metrics = merge_rows(rows, merge)
     metrics.pop("policy_tokens")
     for k in metrics:
         if k.startswith("time/"):

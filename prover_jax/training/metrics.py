@@ -1,13 +1,12 @@
 """One metrics row per optimizer step from the rows of all processes (each played its own groups).
 
-    row = merge_rows(allgather_json(local_row))     # the same merged row on every process
+    row = merge_rows(allgather_json(local_row), needs.merge)   # the same merged row on every process
 
-Counts add up (episodes, tokens, proposals, judge calls and cost, drop reasons); rates are
+Counts add up (episodes, tokens; a credit method's proposals, judge calls, cuts, ...); rates are
 recomputed from the summed counts or averaged with their natural weights (success over episodes,
-invalid actions over turns, segment length and delta over valid proposals); wall times and
-`compiles` take the slowest / most compiling process; everything else (the global update's loss, gradient norm, ...) is the same on
-every process and is taken from process 0 (so are a credit method's own rates not listed here).
-With one process the row comes back unchanged.
+invalid actions over turns; a method's as its `Needs.merge` says); wall times and `compiles` take
+the slowest / most compiling process; everything else (the global update's loss, gradient norm, ...)
+is the same on every process and is taken from process 0. With one process the row comes back unchanged.
 
     tb = TensorBoardLog(root / "tensorboard", kept_rows)   # process 0 only
     tb.write(row)                                           # every numeric scalar of the row at row["step"]
@@ -26,35 +25,35 @@ import time
 
 import numpy as np
 
-SUMMED = {"episodes", "trained_episodes", "turns_total", "policy_tokens", "credit/extra_policy_tokens",
-          "prover/eligible_groups", "prover/proposals", "prover/valid_proposals", "prover/accepted",
-          "prover/verify_policy_tokens", "judge/calls", "judge/cost_usd", "judge/input_tokens",
-          "judge/output_tokens", "critic/calls", "critic/cost_usd", "critic/dropped"}
-SUMMED_PREFIXES = ("prover/dropped/",)
-WEIGHTED = {"success_rate": "episodes", "truncated_frac": "episodes", "score": "episodes", "turns": "episodes",
-            "invalid_action_frac": "turns_total", "prover/segment_len": "prover/valid_proposals",
-            "prover/delta_mean": "prover/valid_proposals"}
-RATIOS = {"prover/acceptance_rate": ("prover/accepted", "prover/valid_proposals"),
-          "prover/extra_token_frac": ("prover/verify_policy_tokens", "policy_tokens")}
+from prover_jax.credit.base import EXTRA_TOKENS, Merge
+
+BASE = Merge(sums=("episodes", "trained_episodes", "turns_total", "policy_tokens", EXTRA_TOKENS),
+             means=(("success_rate", "episodes"), ("truncated_frac", "episodes"), ("score", "episodes"),
+                    ("turns", "episodes"), ("invalid_action_frac", "turns_total")))
 MAXED_PREFIXES = ("time/", "compiles")
 
 
-def merge_rows(rows: list[dict]) -> dict:
+def merge_rows(rows: list[dict], merge: Merge = Merge()) -> dict:
+    """One row from several (processes, or dynamic-sampling draws): the episodes' figures by `BASE`,
+    the credit method's by `merge` (its `Needs.merge`), wall times and compiles the largest, anything
+    else the first row's."""
     if len(rows) == 1:
         return dict(rows[0])
     out = dict(rows[0])
-    keys = {k for r in rows for k in r}
-    for k in keys:
+    sums = BASE.sums + merge.sums
+    names = {k for k in sums if not k.endswith("/")}
+    prefixes = tuple(k for k in sums if k.endswith("/"))
+    for k in {k for r in rows for k in r}:
         values = [r.get(k, 0) for r in rows]
-        if k in SUMMED or k.startswith(SUMMED_PREFIXES):
+        if k in names or k.startswith(prefixes):
             out[k] = sum(values)
         elif k.startswith(MAXED_PREFIXES):
             out[k] = max(values)
-    for k, w in WEIGHTED.items():
+    for k, w in BASE.means + merge.means:
         if k in out:
             total = sum(r.get(w, 0) for r in rows)
             out[k] = (sum(r.get(k, 0) * r.get(w, 0) for r in rows) / total) if total else 0.0
-    for k, (num, den) in RATIOS.items():
+    for k, num, den in BASE.ratios + merge.ratios:
         if k in out:
             out[k] = out.get(num, 0) / out[den] if out.get(den) else 0.0
     return out

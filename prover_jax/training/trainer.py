@@ -147,7 +147,8 @@ class Trainer:
             trajs, credit = run.pipeline.run([s for s in seeds[lo:hi] for _ in range(G)],
                                              [base + g * G + j for g in range(lo, hi) for j in range(G)], G)
             draws.append(dynamic.Draw(seeds, trajs, credit, lo, G))
-        return dynamic.select(draws, r.dynamic_sampling, r.groups_per_step), time.perf_counter() - t0
+        return (dynamic.select(draws, r.dynamic_sampling, r.groups_per_step, run.needs.merge),
+                time.perf_counter() - t0)
 
     def rl_step(self) -> dict[str, Any]:
         """One optimizer step. With rollout.off_policy_steps = 1 the batch was played (and credited)
@@ -191,7 +192,7 @@ class Trainer:
         row.update(dict.fromkeys(COMMON_METRICS + run.needs.metrics + dynamic_metrics(c), 0.0))
         row.update(chosen.credit.metrics)
         row.update(chosen.metrics)
-        row = merge_rows(dist.allgather_json(row))
+        row = merge_rows(dist.allgather_json(row), run.needs.merge)
         for k in SPENDING:
             self.totals[k] += float(row.get(k, 0.0))
             row[f"total/{k}"] = self.totals[k]

@@ -6,6 +6,7 @@ import pytest
 
 from prover_jax.credit.base import CreditOutput
 from prover_jax.credit.shaping import overlong_penalty, overlong_shaping, trained_episodes
+from prover_jax.credit.prover import MERGE as PROVER_MERGE
 from prover_jax.rollout.trajectory import CONTEXT_LIMIT
 from prover_jax.training import dynamic
 from prover_jax.training.batch import pack
@@ -42,7 +43,7 @@ def test_off_drop_refill_select_whole_groups():
     assert not dynamic.wants_more([d0], "drop", 3, 3)
     assert dynamic.wants_more([d0], "refill", 3, 3) and not dynamic.wants_more([d0], "refill", 1, 3)
     assert not dynamic.wants_more([d0, d1], "refill", 3, 3)  # 1 + 2 informative groups
-    refill = dynamic.select([d0, d1], "refill", 3)
+    refill = dynamic.select([d0, d1], "refill", 3, PROVER_MERGE)  # judge/calls: a count of the method
     assert uids(refill) == [[2, 3], [100, 101], [102, 103]]  # in draw order, each group whole
     for group, adv in zip(refill.credit.groups, refill.credit.advantages):
         assert len(group) == len(adv) == G and {t.uid // 100 for t in group} == {group[0].uid // 100}
