@@ -24,7 +24,8 @@ flags.DEFINE_string("hf_dir", None, "HF checkpoint folder to import.")
 flags.DEFINE_string("out", None, "Where to write the prover (orbax) checkpoint.")
 flags.DEFINE_string("ckpt", None, "Prover checkpoint folder, or a prover-train workdir, to export.")
 flags.DEFINE_integer("step", None, "With a prover-train workdir: the checkpoint step (default: newest).")
-flags.DEFINE_string("out_hf", None, "Where to write the HF checkpoint.")
+flags.DEFINE_string("out_hf", None, "Where to write the HF checkpoint (weight files already there are "
+                    "replaced; other files stay).")
 flags.DEFINE_string("out_peft", None, "With a LoRA prover-train workdir: where to write its adapters as an "
                     "HF PEFT folder (adapter_model.safetensors + adapter_config.json).")
 flags.DEFINE_string("dtype", None, "Export dtype (e.g. bfloat16); default keeps each tensor's source "

@@ -22,6 +22,7 @@ from prover_jax.models.hf_folder import TOKENIZER_FILES, HFSource
 
 PARAMS_DIR = "params"
 LORA_FILE = "lora.json"  # in a LoRA run's W/model: model.lora and the base model's path
+SOURCE_FILE = "source.json"  # a model's HFSource: its source folder and each tensor's stored dtype
 
 
 def is_prover_checkpoint(path: str) -> bool:
@@ -37,10 +38,8 @@ def save_checkpoint(model: nnx.Module, path: str) -> None:
     os.makedirs(path, exist_ok=True)
     with open(os.path.join(path, "config.json"), "w") as f:
         json.dump(model.config.to_hf_dict(), f, indent=2)
+    write_source(path, model)
     src = getattr(model, "hf_source", None)
-    with open(os.path.join(path, "source.json"), "w") as f:
-        json.dump({"path": src.path if src else None, "dtypes": dict(src.dtypes) if src else {}}, f,
-                  indent=2)
     if src is not None:
         for name in TOKENIZER_FILES:
             p = os.path.join(src.path, name)
@@ -49,6 +48,23 @@ def save_checkpoint(model: nnx.Module, path: str) -> None:
     state = nnx.to_pure_dict(nnx.state(model, nnx.Param))
     with ocp.StandardCheckpointer() as ckptr:
         ckptr.save(os.path.join(path, PARAMS_DIR), state)
+
+
+def write_source(folder: str, model: nnx.Module) -> None:
+    """`folder`/source.json: the model's HFSource (path None, no dtypes for a model not loaded from one)."""
+    src = getattr(model, "hf_source", None)
+    with open(os.path.join(folder, SOURCE_FILE), "w") as f:
+        json.dump({"path": src.path if src else None, "dtypes": dict(src.dtypes) if src else {}}, f,
+                  indent=2)
+
+
+def source_dtypes(folder: str) -> tuple[tuple[str, str], ...]:
+    """The stored dtypes of `folder`/source.json, as HFSource.dtypes (() without the file)."""
+    p = os.path.join(folder, SOURCE_FILE)
+    if not os.path.isfile(p):
+        return ()
+    with open(p) as f:
+        return tuple(sorted(json.load(f).get("dtypes", {}).items()))
 
 
 def load_checkpoint(path: str, dtype=jnp.float32, mesh=None, compute_dtype=None) -> nnx.Module:
@@ -77,13 +93,13 @@ def load_checkpoint(path: str, dtype=jnp.float32, mesh=None, compute_dtype=None)
         raise ValueError(f"cannot restore parameters from {path}/{PARAMS_DIR}: {e}") from None
     nnx.replace_by_pure_dict(abs_state, restored)
     model = nnx.merge(graphdef, abs_state)
-    with open(os.path.join(path, "source.json")) as f:
-        src = json.load(f)
-    model.hf_source = HFSource(path, tuple(sorted(src.get("dtypes", {}).items())))
+    model.hf_source = HFSource(path, source_dtypes(path))
     return model
 
 
-MODEL_DIR = "model"  # W/model: the trainer's architecture (config.json) and tokenizer files
+# W/model (training.build.write_model_dir): the trainer's architecture (config.json), tokenizer files,
+# generation_config.json and source.json of the policy's source folder
+MODEL_DIR = "model"
 
 
 def is_train_workdir(path: str) -> bool:
@@ -95,7 +111,9 @@ def is_train_workdir(path: str) -> bool:
 
 def load_train_checkpoint(workdir: str, step: int | None = None, dtype=jnp.float32) -> nnx.Module:
     """The policy of a `prover-train` checkpoint (the newest, or `step`), restored on ONE host from
-    the shards every process of a (multi-host) run wrote; only the params are read."""
+    the shards every process of a (multi-host) run wrote; only the params are read. Its hf_source is
+    W/model (tokenizer files, generation_config.json) with the source dtypes of W/model/source.json, so
+    `save_hf` writes what `prover-train --export_hf` does."""
     from etils import epath
     root = epath.Path(workdir)
     if (root / MODEL_DIR / LORA_FILE).exists():
@@ -123,7 +141,7 @@ def load_train_checkpoint(workdir: str, step: int | None = None, dtype=jnp.float
         raise ValueError(f"cannot restore the params of step {step} from {root}/checkpoints: "
                          f"{str(e).splitlines()[0][:300]}") from None
     model = nnx.merge(graphdef, restored["params"])
-    model.hf_source = HFSource(local, ())
+    model.hf_source = HFSource(local, source_dtypes(local))
     return model
 
 

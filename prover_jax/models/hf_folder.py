@@ -12,8 +12,9 @@ import dataclasses
 import json
 import os
 
+GENERATION_CONFIG = "generation_config.json"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
-                   "merges.txt", "chat_template.jinja", "generation_config.json", "added_tokens.json")
+                   "merges.txt", "chat_template.jinja", GENERATION_CONFIG, "added_tokens.json")
 TOKENIZER_MARKERS = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 IM_END = "<|im_end|>"  # the chat layout's end of turn: a policy stops there whatever config.json says
 
@@ -61,7 +62,7 @@ def load_tokenizer(path: str):
 
 def generation_eos_ids(folder: str) -> tuple[int, ...]:
     """eos_token_id of `folder`/generation_config.json (() without one); ValueError when unreadable."""
-    gen = os.path.join(folder, "generation_config.json")
+    gen = os.path.join(folder, GENERATION_CONFIG)
     if not os.path.isfile(gen):
         return ()
     try:

@@ -149,11 +149,16 @@ def merge_weights(base: nnx.State, adapters: nnx.State, spec: LoraSpec) -> nnx.S
 
 def peft_adapter(adapters, spec: LoraSpec, base_model: str = "") -> tuple[dict[str, np.ndarray], dict]:
     """HF PEFT's adapter_model tensors ({name: array}) and adapter_config (a dict) for `adapters` (an
-    nnx.State, or a checkpoint's {path: array})."""
+    nnx.State, or a checkpoint's {path: array}). ValueError naming the adapter when its rank is not
+    `spec.rank` (e.g. a lora.json that does not describe the checkpoint)."""
     from prover_jax.models.qwen3_5.params import path_to_hf
 
     tensors, modules = {}, set()
     for path, (A, B) in sorted(_pairs(adapters).items(), key=lambda kv: [str(x) for x in kv[0]]):
+        if A.shape[-1] != spec.rank or B.shape[0] != spec.rank:
+            raise ValueError(f"LoRA adapter {'.'.join(map(str, path))}{A_SUFFIX}/{B_SUFFIX} has rank "
+                             f"{A.shape[-1]} (A {tuple(A.shape)}, B {tuple(B.shape)}), but the LoRA spec "
+                             f"(lora.json) says rank {spec.rank}")
         hf_name, _ = path_to_hf(".".join(map(str, path)))
         stem = hf_name[:-len(".weight")]
         modules.add(stem.rsplit(".", 1)[-1])

@@ -163,8 +163,14 @@ def policy(config, mesh, net) -> tuple[Policy, Any]:
 
 def write_model_dir(path, net, tok, lora=None, base_model: str = "") -> None:
     """path (W/model): config.json + tokenizer, so `prover-convert --ckpt=W` can export any checkpoint;
-    under LoRA also lora.json (model.lora and the base's path) for `prover-convert --out_peft`."""
-    from prover_jax.convert.orbax_io import LORA_FILE
+    for a policy loaded from a folder (net.hf_source) also its generation_config.json and source.json
+    (the stored dtypes the export keeps, as `--export_hf` does); under LoRA also lora.json (model.lora
+    and the base's path) for `prover-convert --out_peft`."""
+    import shutil
+
+    from prover_jax.convert.orbax_io import LORA_FILE, write_source
+
+    src = getattr(net, "hf_source", None)
 
     def write(folder):
         os.makedirs(folder, exist_ok=True)
@@ -174,6 +180,11 @@ def write_model_dir(path, net, tok, lora=None, base_model: str = "") -> None:
             with open(os.path.join(folder, LORA_FILE), "w") as f:
                 json.dump({**lora.to_json(), "base_model": base_model}, f, indent=2)
         tok.save_pretrained(folder)
+        if src is not None:
+            write_source(folder, net)
+            gen = os.path.join(src.path, hf_folder.GENERATION_CONFIG)
+            if os.path.isfile(gen):
+                shutil.copyfile(gen, os.path.join(folder, hf_folder.GENERATION_CONFIG))
 
     save_folder(write, path)
 

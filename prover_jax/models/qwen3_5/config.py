@@ -109,7 +109,9 @@ class Qwen3_5Config:
     # HF conversion.
     @classmethod
     def from_hf_dict(cls, d: dict) -> "Qwen3_5Config":
-        """Reads a Qwen3.5 config.json dict: text-only (`qwen3_5_text`) or multimodal (`qwen3_5`)."""
+        """Reads a Qwen3.5 config.json dict: text-only (`qwen3_5_text`) or multimodal (`qwen3_5`). As in
+        transformers, a multimodal config ties the embeddings by its top-level `tie_word_embeddings`
+        (default false), whatever `text_config` says; a text-only one by its own (default false)."""
         model_type = d.get("model_type")
         archs = d.get("architectures") or []
         known = TEXT_ARCHITECTURES + MULTIMODAL_ARCHITECTURES
@@ -119,7 +121,7 @@ class Qwen3_5Config:
             if "text_config" not in d:
                 raise ValueError("multimodal qwen3_5 config.json has no 'text_config'")
             text = dict(d["text_config"])
-            text.setdefault("tie_word_embeddings", d.get("tie_word_embeddings", False))
+            text["tie_word_embeddings"] = d.get("tie_word_embeddings", False)  # what transformers ties by
             for key in ("eos_token_id", "bos_token_id", "pad_token_id"):
                 if text.get(key) is None and d.get(key) is not None:
                     text[key] = d[key]
@@ -138,10 +140,10 @@ class Qwen3_5Config:
         theta = rope.pop("rope_theta", 1e7)
         factor = rope.pop("partial_rotary_factor", text.get("partial_rotary_factor", 0.25))
         layers = text.get("layer_types")
-        n_layers = text["num_hidden_layers"]
-        if layers is None:
-            layers = layer_pattern(n_layers, text.get("full_attention_interval", 4))
         try:
+            n_layers = text["num_hidden_layers"]
+            if layers is None:
+                layers = layer_pattern(n_layers, text.get("full_attention_interval", 4))
             return cls(
                 vocab_size=text["vocab_size"], hidden_size=text["hidden_size"],
                 intermediate_size=text["intermediate_size"], num_hidden_layers=n_layers,

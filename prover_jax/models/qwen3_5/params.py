@@ -43,6 +43,9 @@ KEY_TABLE: tuple[tuple[str, str, str | None], ...] = (
 )
 _COMPILED = tuple((re.compile(p + "$"), t, f) for p, t, f in KEY_TABLE)
 IGNORED_PREFIXES = ("model.visual.", "mtp.", "visual.")
+INDEX_FILE = "model.safetensors.index.json"
+# Weight file names (fullmatch) an export replaces: save_hf removes those it does not write.
+STALE_WEIGHTS = re.compile(r"model.*\.safetensors|_shard\d{5}\.safetensors|" + re.escape(INDEX_FILE))
 # Tensors the official checkpoints keep in fp32 whatever the rest is.
 FP32_TENSORS = re.compile(r".*linear_attn\.(A_log|norm\.weight)$")
 
@@ -103,7 +106,7 @@ def _flat_state(model: nnx.Module) -> dict[str, nnx.Variable]:
 
 
 def _weight_files(path: str) -> list[str]:
-    index = os.path.join(path, "model.safetensors.index.json")
+    index = os.path.join(path, INDEX_FILE)
     if os.path.isfile(index):
         with open(index) as f:
             files = sorted(set(json.load(f)["weight_map"].values()))
@@ -146,7 +149,8 @@ def load_hf(path: str, dtype=jnp.float32, mesh=None, compute_dtype=None, config:
             ) -> Qwen3_5:
     """Loads a HF Qwen3.5 checkpoint folder into a Qwen3_5 (params in `dtype`, placed tensor by tensor
     on `mesh` with the rules-table shardings; never a full unsharded copy). `config`: the architecture
-    (default: read from the folder's config.json)."""
+    (default: read from the folder's config.json). A tied checkpoint may also store lm_head.weight, as
+    transformers accepts, if it equals the embedding (ValueError naming it otherwise)."""
     cfg = Qwen3_5Config.from_pretrained(path) if config is None else config
     compute_dtype = dtype if compute_dtype is None else compute_dtype
     abstract = abstract_model(cfg, dtype=compute_dtype, param_dtype=dtype, mesh=mesh)
@@ -154,6 +158,7 @@ def load_hf(path: str, dtype=jnp.float32, mesh=None, compute_dtype=None, config:
     shardings = param_shardings(abstract, mesh) if mesh is not None else {}
     filled: dict[str, jax.Array] = {}
     dtypes: dict[str, str] = {}
+    where: dict[str, tuple[str, str]] = {}  # embed_tokens / a tied lm_head: (file, name), for _check_tied
     for file in _weight_files(path):
         try:
             handle = safe_open(file, framework="flax")
@@ -165,6 +170,10 @@ def load_hf(path: str, dtype=jnp.float32, mesh=None, compute_dtype=None, config:
                 if target is None:
                     continue
                 p, fn = target
+                if p == "embed_tokens" or (p == "lm_head" and cfg.tie_word_embeddings):
+                    where[p] = (file, name)
+                    if p == "lm_head":
+                        continue  # a tied checkpoint may store the head too: checked below, not loaded
                 if p not in slots:
                     raise ValueError(f"tensor {name!r} in {file} maps to {p!r}, which this config "
                                      f"(layer_types={list(cfg.layer_types)}) does not have")
@@ -180,9 +189,23 @@ def load_hf(path: str, dtype=jnp.float32, mesh=None, compute_dtype=None, config:
     missing = [path_to_hf(p)[0] for p in slots if p not in filled]
     if missing:
         raise ValueError(f"checkpoint {path!r} is missing tensors: {missing}")
+    if "lm_head" in where:
+        _check_tied(where["lm_head"], where["embed_tokens"])
     model = _fill(abstract, filled)
     model.hf_source = HFSource(os.path.abspath(path), tuple(sorted(dtypes.items())))
     return model
+
+
+def _check_tied(head: tuple[str, str], embed: tuple[str, str]) -> None:
+    """A tied checkpoint's stored lm_head must equal its embedding (transformers ties them only then)."""
+    def read(file, name):
+        with safe_open(file, framework="flax") as f:
+            return f.get_tensor(name)
+
+    if not bool(jnp.array_equal(read(*head), read(*embed))):
+        raise ValueError(f"tensor {head[1]!r} in {head[0]} differs from {embed[1]!r}, but config.json ties "
+                         "them (tie_word_embeddings: true): set it to false to use this head, or drop the "
+                         "tensor")
 
 
 def _fill(abstract: nnx.Module, arrays: dict[str, jax.Array]) -> nnx.Module:
@@ -218,7 +241,10 @@ def export_tensors(model: Qwen3_5, dtype=None):
 
 def save_hf(model: Qwen3_5, out_dir: str, dtype=None, max_shard_bytes: int = 5 * 2 ** 30) -> None:
     """Writes config.json + safetensors (sharded with an index above `max_shard_bytes`) and copies the
-    tokenizer files found next to the source checkpoint."""
+    tokenizer files found next to the source checkpoint. In a folder that already holds weights, the
+    weight files this export does not write (`model*.safetensors`, `model.safetensors.index.json`, and
+    the `_shard*.safetensors` of an interrupted export) are removed, so no reader picks up stale ones;
+    other files stay."""
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(model.config.to_hf_dict(), f, indent=2)
@@ -246,15 +272,22 @@ def save_hf(model: Qwen3_5, out_dir: str, dtype=None, max_shard_bytes: int = 5 *
         total += x.nbytes
     flush()
     if len(tmp_names) == 1:
+        written = {"model.safetensors"}
         os.replace(os.path.join(out_dir, tmp_names[0]), os.path.join(out_dir, "model.safetensors"))
     else:
         n = len(tmp_names)
+        written = {INDEX_FILE}
         for i, tmp in enumerate(tmp_names):
             final = f"model-{i + 1:05d}-of-{n:05d}.safetensors"
             os.replace(os.path.join(out_dir, tmp), os.path.join(out_dir, final))
             weight_map.update({k: final for k in shards[i]})
-        with open(os.path.join(out_dir, "model.safetensors.index.json"), "w") as f:
+            written.add(final)
+        with open(os.path.join(out_dir, INDEX_FILE), "w") as f:
             json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
+    for fname in os.listdir(out_dir):
+        stale = os.path.join(out_dir, fname)
+        if STALE_WEIGHTS.fullmatch(fname) and fname not in written and os.path.isfile(stale):
+            os.remove(stale)
     src = getattr(model, "hf_source", None)
     if src is not None:
         for fname in TOKENIZER_FILES:
