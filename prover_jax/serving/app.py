@@ -3,7 +3,8 @@
 Every error is a JSON body in OpenAI's shape (`protocol.error_body`): 401 for a missing or wrong API
 key (when the server has one), 400 for a bad request (bad JSON, unknown role, bad schema, context too
 long, body / messages / tools over their limits, each naming the limit), 404 for an unknown model or
-route, 503 with Retry-After when the engine's queue is full, 500 for a failure of the server itself.
+route, 503 with Retry-After when the engine's queue is full, 500 for a failure of the server itself
+(type server_error; code engine_stopped for every request held or sent after the engine thread ended).
 A request whose client disconnects is cancelled on the engine (its slots go to the next request).
 A bad request never touches the engine thread, so the next request is served as usual.
 """
@@ -75,11 +76,13 @@ def create_app(service: ChatService, api_key: str | None = None,
             body = json.loads(await read_body(request, max_body_bytes) or b"null")
         except ValueError as e:
             raise P.bad(f"the request body is not valid JSON: {e}") from None
+        except RecursionError:
+            raise P.bad("the request body is not valid JSON: it is nested too deeply") from None
         req = service.parse(body)
-        if req.stream:
-            return StreamingResponse(service.start_stream(req, request.is_disconnected),
-                                     media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
         try:
+            if req.stream:
+                return StreamingResponse(await service.start_stream(req, request.is_disconnected),
+                                         media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
             return await service.complete(req, request.is_disconnected)
         except ClientGone:  # nobody reads this; 499 as nginx logs a closed connection
             return JSONResponse(P.error_body("client closed the request", "client_closed"), status_code=499)

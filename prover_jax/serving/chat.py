@@ -10,9 +10,10 @@ does. With tools (and tool_choice other than 'none') the text is parsed for Qwen
 blocks, JSON or XML (`tools.parse_tool_calls`); any call makes finish_reason 'tool_calls'. Streaming sends text
 deltas as tokens are read (holding back an incomplete UTF-8 character or a possible stop-string
 prefix); with tools active the text is buffered and sent whole at the end, as content or as
-tool_calls deltas. With logprobs, a choice (a delta) carries the log-probabilities of the tokens read
-for it (since the previous delta). A request whose client goes away before its end is cancelled on
-the engine: its slots take the next request.
+tool_calls deltas. A response_format grammar closes a think block that the prompt opened before its
+JSON (`grammar.Grammars.for_request`), so the JSON is the content. With logprobs, a choice (a delta)
+carries the log-probabilities of the tokens read for it (since the previous delta). A request whose
+client goes away before its end is cancelled on the engine: its slots take the next request.
 """
 
 from __future__ import annotations
@@ -25,11 +26,11 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
 
 from prover_jax.sampling.driver import CACHE_FULL, LENGTH, Completion, Request
 from prover_jax.sampling.sampler import SamplingParams
-from prover_jax.sampling.stops import token_bytes
+from prover_jax.sampling.stops import MAX_STOP_BYTES, token_bytes
 from prover_jax.serving import protocol as P
 from prover_jax.serving import reasoning as R
 from prover_jax.serving.tools import parse_tool_calls
-from prover_jax.serving.worker import EngineWorker, Overloaded
+from prover_jax.serving.worker import EngineWorker, Overloaded, Stopped
 
 RETRY_AFTER_S = 1
 DISCONNECT_POLL_S = 0.25  # how often a request waiting on the engine checks that its client is still there
@@ -87,6 +88,9 @@ class ChatService:
                                                       tokenize=False, **req.chat_template_kwargs)
         except Exception as e:  # jinja raises for conversations the template refuses
             raise P.bad(f"the chat template rejects these messages: {e}", "messages") from None
+        error = P.unicode_error(text)  # e.g. in a tool's schema or a call's arguments
+        if error:
+            raise P.bad(f"the rendered prompt cannot be tokenized: {error}", "messages")
         return list(self.tokenizer.encode(text, add_special_tokens=False)), R.opens_thinking(text)
 
     def think_budget(self, budget: int, opened: bool):
@@ -99,12 +103,21 @@ class ChatService:
         close = [end] + list(self.tokenizer.encode("\n\n", add_special_tokens=False))
         return lambda: R.ThinkBudget(budget, think, end, close, opened)
 
-    def _check_stops(self, stops: Sequence[str]) -> None:
+    def new_stops(self, stops: Sequence[str]) -> list[str]:
+        """The stop strings not yet in the server's lifetime table, checked as the engine checks them
+        (400 naming the problem); `submit` registers them once the request is queued, so a refused
+        request takes no place in the table."""
+        for s in stops:
+            error = P.unicode_error(s) or (len(s.encode()) > MAX_STOP_BYTES and f"{len(s.encode())} UTF-8 bytes")
+            if error:
+                shown = repr(s[:40]) + ("..." if len(s) > 40 else "")
+                raise P.bad(f"stop {shown}: {error}; a stop string must be valid Unicode of at most "
+                            f"{MAX_STOP_BYTES} UTF-8 bytes", "stop")
         new = [s for s in dict.fromkeys(stops) if s not in self._stops]
         if len(self._stops) + len(new) > self.max_stop_strings:
             raise P.bad(f"this server tracks at most {self.max_stop_strings} distinct stop strings "
                         f"(prover-serve --max_stop_strings); {len(self._stops)} are in use", "stop")
-        self._stops += new
+        return new
 
     def build(self, req: P.ChatRequest) -> tuple[Request, int, bool]:
         """(engine request, prompt tokens, whether the reply starts inside a think block)."""
@@ -121,23 +134,26 @@ class ChatService:
                         "messages", "context_length_exceeded")
         max_new = req.max_tokens or min(self.default_max_tokens, limit - n)
         constraint = None
+        temperature = 0.0 if req.top_p == 0 else req.temperature  # top_p 0: the most likely token only
         wants = req.response_format is not None or req.tool_choice == "required" or req.forced_tool is not None
         if wants and self.tools_active(req) or req.response_format is not None:
             if self.grammars is None:
                 raise P.bad("constrained decoding (response_format / a forced tool call) is not available: "
                             "install llguidance (pip install prover_jax[serve])", "response_format")
-            grammar = self.grammars.for_request(req)
+            grammar = self.grammars.for_request(req, close_think=opened)
             constraint = None if grammar is None else self.grammars.factory(grammar)
         elif req.max_thinking_tokens is not None:
             constraint = self.think_budget(req.max_thinking_tokens, opened)
-        self._check_stops(req.stop)
+        self.new_stops(req.stop)
         seed = random.randrange(2 ** 31) if req.seed is None else req.seed % 2 ** 32
-        sampling = SamplingParams(temperature=req.temperature, top_p=req.top_p)
+        sampling = SamplingParams(temperature=temperature, top_p=req.top_p or 1.0)
         return Request(prompt, sampling, max_new_tokens=max_new, seed=seed, num_samples=req.n,
                        stop_strings=req.stop, constraint=constraint), n, opened
 
     def submit(self, request: Request, stream: bool):
-        """Queues `request` on the worker: (handle for `worker.cancel`, asyncio queue of its events)."""
+        """Queues `request` on the worker (registering its new stop strings): (handle for
+        `worker.cancel`, asyncio queue of its events). 503 when the queue is full, 500 when the engine
+        has stopped."""
         loop, events = asyncio.get_running_loop(), asyncio.Queue()
 
         def on_event(kind, sample, payload):
@@ -149,9 +165,18 @@ class ChatService:
             raise P.ApiError(503, f"The server is overloaded ({e}); retry after {RETRY_AFTER_S} s",
                              type="server_error", code="overloaded",
                              headers={"Retry-After": str(RETRY_AFTER_S)}) from None
-        except RuntimeError as e:
-            raise P.ApiError(500, str(e), type="server_error") from None
+        except Stopped as e:
+            raise P.ApiError(500, str(e), type="server_error", code="engine_stopped") from None
+        self._stops += self.new_stops(request.stop_strings)
         return handle, events
+
+    @staticmethod
+    def refusal(kind: str, message: str) -> P.ApiError:
+        """The ApiError of an "error" event (the engine refused the request: 400) or a "failed" one
+        (the engine stopped: 500)."""
+        if kind == "failed":
+            return P.ApiError(500, message, type="server_error", code="engine_stopped")
+        return P.bad(message)
 
     @staticmethod
     async def next_event(events: asyncio.Queue, disconnected: Callable[[], Awaitable[bool]] | None):
@@ -210,8 +235,8 @@ class ChatService:
         try:
             while len(done) < req.n:
                 kind, sample, payload = await self.next_event(events, disconnected)
-                if kind == "error":
-                    raise P.bad(payload)
+                if kind in ("error", "failed"):
+                    raise self.refusal(kind, payload)
                 if kind == "done":
                     done[sample] = payload
         finally:
@@ -230,12 +255,19 @@ class ChatService:
         n_out = sum(len(c.tokens) for c in done.values())
         return P.chat_completion(P.completion_id(), self.model_name, choices, P.usage(n_prompt, n_out))
 
-    def start_stream(self, req: P.ChatRequest, disconnected=None) -> AsyncIterator[str]:
-        """Validates and queues `req` (ApiError before any byte is sent), then yields SSE lines. The
-        request is cancelled on the engine when `disconnected()` turns true or the stream is closed
-        before its end."""
+    async def start_stream(self, req: P.ChatRequest, disconnected=None) -> AsyncIterator[str]:
+        """Validates and queues `req` and waits until the engine accepts it (ApiError, or ClientGone,
+        before any byte is sent), then returns the SSE lines. The request is cancelled on the engine
+        when `disconnected()` turns true or the stream is closed before its end."""
         request, n_prompt, opened = self.build(req)
         handle, events = self.submit(request, stream=True)
+        try:
+            kind, _, payload = await self.next_event(events, disconnected)
+        except BaseException:  # client gone, or this task cancelled
+            self.worker.cancel(handle)
+            raise
+        if kind != "accepted":  # refused ("error") or the engine stopped ("failed"): nothing queued
+            raise self.refusal(kind, payload)
         return self._stream(req, handle, events, n_prompt, opened, disconnected)
 
     async def _stream(self, req, handle, events, n_prompt, opened, disconnected) -> AsyncIterator[str]:
@@ -285,8 +317,9 @@ class ChatService:
         left, n_out = req.n, 0
         while left:
             kind, j, payload = await self.next_event(events, disconnected)
-            if kind == "error":
-                yield sse(P.error_body(payload))
+            if kind in ("error", "failed"):  # after the headers: an error event ends the stream
+                e = self.refusal(kind, payload)
+                yield sse(e.body())
                 break
             if kind == "tokens" and not buffered:
                 safe = self._safe_prefix(self.text(payload[0]), req.stop)

@@ -2,7 +2,7 @@
 forced tool calls, and the per-sample matcher the driver steps (`sampling.driver.TokenConstraint`).
 
     g = Grammars(tokenizer, vocab_size, max_string_chars=200)
-    grammar = g.for_request(req)        # None, or a grammar string (ApiError 400 for a bad schema)
+    grammar = g.for_request(req, close_think)  # None, or a grammar string (ApiError 400 for a bad schema)
     factory = g.factory(grammar)        # () -> Matcher, one per sample
 
 A forced tool call (tool_choice 'required' or a named function) is the Qwen block
@@ -17,6 +17,12 @@ server's --max_string_chars; 0: unbounded); the schema's own maxLength wins. Cha
 a weak model that never closes a string still ends it after that many. Free-form JSON
 (response_format json_object) has no schema and stays unbounded. When the grammar is complete only
 EOS is allowed; a matcher in an error state also allows only EOS (the sample ends).
+
+Thinking: like a forced call, a response_format grammar applies from the first generated token, so
+the reply has no reasoning. When the prompt opened a think block (Qwen3.5 with thinking on:
+`close_think`), the JSON grammar starts with `</think>` and a blank line, closing the block, so the
+JSON is the reply's content (its reasoning_content is empty). A forced call needs no such prefix: a
+`<tool_call>` inside an unterminated think block counts (`reasoning.split`).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import numpy as np
 
 from prover_jax.sampling.sampler import MASK_BITS, mask_words
 from prover_jax.serving import protocol as P
+from prover_jax.serving.reasoning import END_THINK
 from prover_jax.serving.tools import CLOSE, OPEN
 from prover_jax.serving.tools import FORMATS as TOOL_CALL_FORMATS
 
@@ -116,9 +123,14 @@ class Grammars:
             return f"<[{ids[0]}]>"
         return json.dumps(text)
 
-    def json_grammar(self, schema: dict) -> str:
+    def json_grammar(self, schema: dict, close_think: bool = False) -> str:
+        """Compact JSON following `schema`; `close_think`: after `</think>` and a blank line."""
         schema = bound_strings(schema, self.max_string_chars)
-        return self.llg.LLMatcher.grammar_from_json_schema(schema, overrides=COMPACT)
+        if not close_think:
+            return self.llg.LLMatcher.grammar_from_json_schema(schema, overrides=COMPACT)
+        return self.llg.LLMatcher.grammar_from_lark(
+            f'start: {self.literal(END_THINK)} "\\n\\n" json\n'
+            f'json: %json {json.dumps({**schema, "x-guidance": COMPACT})}\n')
 
     def tool_block(self, call: str, rules: Sequence[str] = ()) -> str:
         """The grammar of one Qwen block `<tool_call>\\n CALL \\n</tool_call>` (lark `call` and its `rules`)."""
@@ -171,14 +183,15 @@ class Grammars:
             calls.append(f"f{i}")
         return self.tool_block(" | ".join(calls), rules)
 
-    def for_request(self, req: P.ChatRequest) -> str | None:
-        """The grammar a request's samples follow, or None; ApiError 400 when it does not compile."""
+    def for_request(self, req: P.ChatRequest, close_think: bool = False) -> str | None:
+        """The grammar a request's samples follow, or None; ApiError 400 when it does not compile.
+        `close_think`: the prompt left a think block open (a response_format grammar closes it first)."""
         if req.tool_choice == "required" or req.forced_tool is not None:
             build = self.xml_tool_grammar if self.tool_call_format == "qwen3_xml" else self.tool_grammar
             grammar, what = build(req.tools, req.forced_tool), "tools[].function.parameters"
         elif req.response_format is not None:
             schema = req.response_format.get("schema", {"type": "object"})
-            grammar, what = self.json_grammar(schema), "response_format"
+            grammar, what = self.json_grammar(schema, close_think), "response_format"
         else:
             return None
         error = self.llg.LLMatcher.validate_grammar(grammar, self.tokenizer)

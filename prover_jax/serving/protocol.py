@@ -6,8 +6,8 @@ message naming the field); `error_body` is OpenAI's error shape:
     {"error": {"message": ..., "type": "invalid_request_error", "param": ..., "code": ...}}
 
 Supported: model, messages (system / developer / user / assistant / tool roles; text content or
-text parts; assistant tool_calls), temperature, top_p, max_tokens / max_completion_tokens, seed,
-stop (a string or up to 4), n, stream (+ stream_options.include_usage), tools, tool_choice
+text parts; assistant tool_calls), temperature, top_p (0: the most likely token only), max_tokens /
+max_completion_tokens, seed, stop (a string or up to 4), n, stream (+ stream_options.include_usage), tools, tool_choice
 (auto / none / required / a named function), response_format (text / json_object / json_schema),
 logprobs (each generated token's log-probability under the model's raw distribution, before
 temperature and top-p, as vLLM reports them by default); top_logprobs must be 0 (the engine records
@@ -52,7 +52,7 @@ class ChatRequest:
     model: str
     messages: list[dict]
     temperature: float = 1.0
-    top_p: float = 1.0
+    top_p: float = 1.0  # in [0, 1]; 0: only the most likely token (sampled as temperature 0)
     max_tokens: int | None = None
     seed: int | None = None
     stop: tuple[str, ...] = ()
@@ -91,18 +91,34 @@ def _int(body: dict, name: str, lo: int, hi: int | None = None):
     return value
 
 
+def unicode_error(text: str) -> str | None:
+    """What makes `text` impossible to encode as UTF-8 (a lone surrogate, which a JSON body may spell
+    as \\ud800), or None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return f"it holds a lone surrogate {text[e.start]!r} at character {e.start} (not valid Unicode)"
+    return None
+
+
 def message_text(content: Any, where: str) -> str | None:
-    """Text of a message's content: a string, None, or a list of {"type": "text", "text"} parts."""
-    if content is None or isinstance(content, str):
-        return content
+    """Text of a message's content: a string, None, or a list of {"type": "text", "text"} parts; 400
+    for text that is not valid Unicode."""
     if isinstance(content, list):
         parts = []
         for part in content:
             if not (isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)):
                 raise bad(f"{where}.content: only text parts are supported, got {str(part)[:80]}", where)
             parts.append(part["text"])
-        return "".join(parts)
-    raise bad(f"{where}.content must be a string or a list of text parts", where)
+        content = "".join(parts)
+    if content is None:
+        return None
+    if not isinstance(content, str):
+        raise bad(f"{where}.content must be a string or a list of text parts", where)
+    error = unicode_error(content)
+    if error:
+        raise bad(f"{where}.content: {error}", f"{where}.content")
+    return content
 
 
 def _messages(raw: Any) -> list[dict]:
@@ -137,9 +153,12 @@ def _messages(raw: Any) -> list[dict]:
 
 
 def _arguments(raw: Any) -> Any:
-    """Tool-call arguments as a dict for the chat template (JSON text parsed; left as is if it isn't)."""
+    """Tool-call arguments as a dict for the chat template (JSON text parsed; left as is if it isn't;
+    "" or None, a call without arguments, is {} as the output parser reads it)."""
     import json
 
+    if isinstance(raw, str) and not raw.strip():
+        return {}
     if isinstance(raw, str):
         try:
             value = json.loads(raw)
@@ -238,7 +257,7 @@ def parse_chat_request(body: Any, max_n: int = 16, max_messages: int = 0, max_to
                   "sampled token only (logprobs=true returns it)", "top_logprobs")
     return ChatRequest(
         model=model, messages=_messages(body.get("messages")),
-        temperature=_number(body, "temperature", 1.0, 0.0, 2.0), top_p=_number(body, "top_p", 1.0, 1e-9, 1.0),
+        temperature=_number(body, "temperature", 1.0, 0.0, 2.0), top_p=_number(body, "top_p", 1.0, 0.0, 1.0),
         max_tokens=max_tokens, seed=_int(body, "seed", -2 ** 63, 2 ** 64), stop=tuple(stops),
         n=_int(body, "n", 1, max_n) or 1, stream=stream,
         include_usage=bool(isinstance(options, dict) and options.get("include_usage")),

@@ -2,18 +2,22 @@
 
     worker = EngineWorker(driver, max_pending=64)
     worker.start()
-    handle = worker.submit(request, on_event)   # Overloaded when max_pending requests are in flight
+    handle = worker.submit(request, on_event)   # Overloaded when max_pending requests are in flight,
+                                                # Stopped once the engine thread has ended
     worker.cancel(handle)                       # the client went away: its samples stop decoding
     # on_event(kind, sample, payload) is called from the worker thread:
+    #   ("accepted", -1, None)         the driver took the request (before any other event)
     #   ("tokens", j, (tokens, logprobs) so far)  after a step that grew sample j (stream=True only)
     #   ("done", j, Completion)        sample j finished
     #   ("error", -1, message)         the driver refused the request (nothing else follows)
+    #   ("failed", -1, message)        the engine thread ended (died or stopped) first (nothing else follows)
 
 All Driver calls happen on the worker thread, so the driver needs no locking. A request counts
 against max_pending from `submit` until its last sample is done or it is cancelled. `cancel` may
 be called from any thread, at any time (before admission, while decoding, after the end): the worker
 drops the request's queued and decoding samples (`Driver.cancel`), frees their slots for the next
-admission and sends no further event.
+admission and sends no further event. When the engine thread ends (an exception, or `stop`), every
+request it holds, queued or decoding, gets "failed" and is released; later submits raise Stopped.
 """
 
 from __future__ import annotations
@@ -31,6 +35,10 @@ log = logging.getLogger(__name__)
 
 class Overloaded(Exception):
     """The worker already holds max_pending requests."""
+
+
+class Stopped(RuntimeError):
+    """The engine thread has ended (it died, or the worker was stopped): no request is served."""
 
 
 @dataclasses.dataclass
@@ -55,6 +63,7 @@ class EngineWorker:
         self._pending = 0
         self._live: dict[int, _Pending] = {}
         self._stop = threading.Event()
+        self._ended = False  # set (under the lock) when the engine thread ends
         self._thread = threading.Thread(target=self._loop, name="prover-serve-engine", daemon=True)
         self.error: BaseException | None = None
 
@@ -72,15 +81,21 @@ class EngineWorker:
 
     def submit(self, request: Request, on_event: Callable, stream: bool = False) -> _Pending:
         """Queues `request`; the returned handle is what `cancel` takes."""
-        with self._lock:
-            if self.error is not None:
-                raise RuntimeError(f"the engine thread died: {self.error!r}")
+        p = _Pending(request, on_event, stream, request.num_samples)
+        with self._lock:  # queued under the lock: the thread's end (`_fail_all`) sees every queued request
+            if self._ended:
+                raise Stopped(self.stopped_reason())
             if self._pending >= self.max_pending:
                 raise Overloaded(f"{self._pending} requests in flight (at most {self.max_pending})")
             self._pending += 1
-        p = _Pending(request, on_event, stream, request.num_samples)
-        self._inbox.put(p)
+            self._inbox.put(p)
         return p
+
+    def stopped_reason(self) -> str:
+        """Why the engine serves nothing more (the error that killed its thread, or a stop)."""
+        if self.error is not None:
+            return f"the engine stopped: its thread died ({self.error!r})"
+        return "the engine stopped: the server is shutting down"
 
     def cancel(self, handle: _Pending) -> None:
         """Stops `handle`'s request (no-op once it has ended); takes effect on the worker thread."""
@@ -111,8 +126,25 @@ class EngineWorker:
         except BaseException as e:  # a dead engine thread: fail everything in flight
             log.exception("engine thread died")
             self.error = e
-            for p in self._live.values():
-                self._emit(p, "error", -1, f"engine failure: {e!r}")
+        finally:
+            self._fail_all()
+
+    def _fail_all(self) -> None:
+        """Ends every request still held, decoding or queued ("failed"), and refuses later submits."""
+        with self._lock:
+            self._ended = True
+        reason = self.stopped_reason()
+        held = list(self._live.values())
+        self._live.clear()
+        while True:
+            try:
+                held.append(self._inbox.get_nowait())
+            except queue.Empty:
+                break
+        for p in held:
+            self._release()
+            if not p.cancelled:
+                self._emit(p, "failed", -1, reason)
 
     def _admit(self, block: bool) -> None:
         while True:
@@ -130,8 +162,12 @@ class EngineWorker:
                 self._release()
                 self._emit(p, "error", -1, str(e))
                 continue
+            except BaseException:
+                self._inbox.put(p)  # still held: failed with the rest as the thread ends
+                raise
             p.ticket = ticket
             self._live[ticket] = p
+            self._emit(p, "accepted", -1, None)
 
     def _cancel(self) -> None:
         while True:

@@ -2,7 +2,8 @@
 - forced tool calls in XML: a chat template showing `<function=` gets forced calls constrained to
   `<function=NAME><parameter=KEY>VALUE</parameter></function>` (typed by the schema); they come back as
   schema-valid `tool_calls`, 10 of 10;
-- max_thinking_tokens closes the think block the generation prompt opened."""
+- max_thinking_tokens closes the think block the generation prompt opened;
+- a response_format with thinking on closes the think block first: the JSON is the content."""
 
 import json
 
@@ -76,3 +77,22 @@ def test_max_thinking_tokens_closes_the_think_block(served):
         assert tokens[think_tokens(c):think_tokens(c) + 3] == ["</think>", "\n", "\n"]  # closed, then a blank line
     with pytest.raises(openai.BadRequestError, match="max_thinking_tokens"):
         ask(extra_body={"max_thinking_tokens": -1})
+
+
+def test_response_format_with_thinking_on_is_content(served):
+    """The generation prompt opens <think> (thinking on by default); the JSON grammar closes it first, so
+    the JSON comes back as content (before, it was constrained inside the block: all reasoning)."""
+    service, client = served
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"],
+              "additionalProperties": False}
+    ask = dict(model=MODEL, messages=MSGS, temperature=1.0, seed=1, max_tokens=60,
+               response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": schema}})
+    for choice in client.chat.completions.create(n=2, **ask).choices:
+        assert isinstance(json.loads(choice.message.content)["a"], int), choice.message
+        assert choice.message.reasoning_content == "" and choice.finish_reason == "stop"
+    chunks = list(client.chat.completions.create(stream=True, **ask))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert isinstance(json.loads(text)["a"], int)
+    r = client.chat.completions.create(response_format={"type": "json_object"},
+                                       **{k: v for k, v in ask.items() if k != "response_format"})
+    assert isinstance(json.loads(r.choices[0].message.content), dict)
