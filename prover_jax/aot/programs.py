@@ -208,7 +208,7 @@ def train_program(config, mesh: Mesh) -> Program:
                        step=jax.ShapeDtypeStruct((), jnp.int32, sharding=replicated))
     batch = train_batch(c, mesh)
     M, mb, L = batch["tokens"].shape
-    step = make_train_step(graphdef, grpo_objective(c.loss), optimizer, mesh=mesh,
+    step = make_train_step(graphdef, grpo_objective(c.loss, c.rollout.max_target_length), optimizer, mesh=mesh,
                            logprob_chunk=c.train.logprob_chunk or None, epochs=c.train.ppo_epochs,
                            mini_batches=c.train.mini_batches)
     tokens = M * mb * L

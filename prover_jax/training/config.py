@@ -131,7 +131,7 @@ def default_config() -> ml_collections.ConfigDict:
     c.loss.entropy_metric = True  # log the policy entropy (a pass over [tokens, vocab]; always on when entropy_coef != 0)
     c.loss.tis_cap = 0.0  # > 0 with off_policy_steps = 1: truncated importance weight min(pi_old / pi_behaviour, cap)
     c.loss.aggregation = "token-mean"  # token-mean | seq-mean-token-mean | seq-mean-token-sum-norm
-    c.loss.horizon = ml_collections.config_dict.placeholder(int)  # T of seq-mean-token-sum-norm (None: batch length)
+    c.loss.horizon = ml_collections.config_dict.placeholder(int)  # T of seq-mean-token-sum-norm (None: rollout.max_target_length)
     c.loss.ratio_level = "token"  # token | sequence (GSPO: each token takes its sequence's length-normalised ratio)
     # DAPO's overlong handling (credit/shaping.py): episodes cut by rollout.max_target_length leave the loss
     c.loss.mask_truncated = False

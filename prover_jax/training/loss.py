@@ -4,8 +4,9 @@ Token alignment (the trainer's batch contract): logp[:, t] = log_softmax(logits[
 logp[:, 0] = 0; `loss_mask[:, t]` marks the policy tokens (sampled by the policy), never position 0.
 
 Aggregation `agg(x)` of a per-token quantity x over the policy tokens m (N = sum m, n_i = sum_t m_it,
-S = #sequences with n_i > 0, T = horizon, default the padded length L). A sequence is a row, or in a
-packed row (`segment_ids`) one of its trajectories:
+S = #sequences with n_i > 0, T = horizon: the trainer passes a constant, rollout.max_target_length,
+unless loss.horizon sets it; `aggregate` alone defaults to the padded length L). A sequence is a row,
+or in a packed row (`segment_ids`) one of its trajectories:
     token-mean               sum_it m x / N
     seq-mean-token-mean      (1/S) sum_{i: n_i>0} (sum_t m_it x_it / n_i)
     seq-mean-token-sum-norm  sum_it m x / (S T)   (Dr.GRPO: per-sequence sums over a constant horizon)

@@ -68,13 +68,14 @@ def init_train_state(model: nnx.Module, optimizer: optax.GradientTransformation,
                       step=jnp.zeros((), jnp.int32))
 
 
-def _loss_kwargs(loss_cfg):
+def _loss_kwargs(loss_cfg, horizon=None):
     AGGREGATIONS.get(loss_cfg.aggregation)  # ValueError naming loss.aggregation and the known names
     KL_ESTIMATORS.get(loss_cfg.kl_estimator)  # likewise loss.kl_estimator, loss.ratio_level
     RATIO_LEVELS.get(loss_cfg.ratio_level)
     return dict(eps_low=loss_cfg.eps_low, eps_high=loss_cfg.eps_high, dual_clip=loss_cfg.dual_clip,
                 aggregation=loss_cfg.aggregation, kl_coef=loss_cfg.kl_coef,
-                entropy_coef=loss_cfg.entropy_coef, horizon=loss_cfg.horizon,
+                entropy_coef=loss_cfg.entropy_coef,
+                horizon=horizon if loss_cfg.horizon is None else loss_cfg.horizon,
                 tis_cap=float(loss_cfg.tis_cap), kl_estimator=loss_cfg.kl_estimator,
                 ratio_level=loss_cfg.ratio_level)
 
@@ -88,10 +89,12 @@ class Objective(NamedTuple):
     keys: tuple
 
 
-def grpo_objective(loss_cfg) -> Objective:
+def grpo_objective(loss_cfg, horizon: int | None = None) -> Objective:
     """`loss.grpo_loss` with `loss_cfg`'s clip, aggregation, KL, entropy and truncated-IS settings, on
-    the log-probs of the whole batch (or of policy_at's positions only)."""
-    kwargs = _loss_kwargs(loss_cfg)
+    the log-probs of the whole batch (or of policy_at's positions only). `horizon`: T of
+    seq-mean-token-sum-norm unless loss.horizon sets it; the trainer passes rollout.max_target_length,
+    a constant, so the loss's scale does not depend on the row length, packing or policy_at."""
+    kwargs = _loss_kwargs(loss_cfg, horizon)
     with_entropy = bool(loss_cfg.entropy_coef) or loss_cfg.entropy_metric
 
     def fn(model, mb, num_tokens, num_seqs, logprob_chunk):

@@ -172,7 +172,7 @@ def build(config, workdir: str) -> Run:
         pieces.write_model_dir(root / MODEL_DIR, model, tokenizer, policy.lora, c.model.path)
     optimizer = make_optimizer(c.optim)
     state = dist.globalize(init_train_state(model, optimizer, params=trainable), mesh)
-    train_step = make_train_step(policy.graphdef, grpo_objective(c.loss), optimizer, mesh=mesh,
+    train_step = make_train_step(policy.graphdef, grpo_objective(c.loss, c.rollout.max_target_length), optimizer, mesh=mesh,
                                  logprob_chunk=c.train.logprob_chunk or None, epochs=c.train.ppo_epochs,
                                  mini_batches=c.train.mini_batches)
     if c.train.precompile:

@@ -80,6 +80,26 @@ def test_packed_train_step_equals_unpacked(aggregation, at_policy):
         np.testing.assert_allclose(b, a, atol=1e-5, rtol=1e-5)
 
 
+def test_sum_norm_horizon_is_a_constant_not_the_row_length():
+    """seq-mean-token-sum-norm divides by S T with T = the objective's horizon (the trainer's
+    rollout.max_target_length) unless loss.horizon is set: rows of 64 and packed rows of 128 give one loss."""
+    model = tiny_model(CFG)
+    opt = make_optimizer(default_config().optim)
+    init = jax.tree.map(np.asarray, init_train_state(model, opt))
+    fresh = lambda: jax.tree.map(jnp.asarray, init)  # noqa: E731 (the step donates its state)
+    loss_cfg = default_config().loss
+    loss_cfg.aggregation = "seq-mean-token-sum-norm"
+    trajs, advs = trajectories()
+    plain = pack(trajs, advs, micro_batch_size=3, length=64)
+    packed = pack(trajs, advs, micro_batch_size=1, max_tokens_per_row=128)
+    step = make_train_step(nnx.graphdef(model), grpo_objective(loss_cfg, horizon=96), opt)
+    (_, m1), (_, m2) = (step(fresh(), b) for b in (plain, packed))
+    np.testing.assert_allclose(m2["loss"], m1["loss"], rtol=1e-5)
+    loss_cfg.horizon = 48  # loss.horizon wins: the loss scales by 96 / 48
+    _, m3 = make_train_step(nnx.graphdef(model), grpo_objective(loss_cfg, horizon=96), opt)(fresh(), plain)
+    np.testing.assert_allclose(m3["loss"], 2 * m1["loss"], rtol=1e-5)
+
+
 def test_reference_logprobs_of_packed_rows_equal_unpacked():
     model = tiny_model(CFG)
     _, params = nnx.split(model, nnx.Param)
