@@ -121,7 +121,8 @@ class BudgetGRPO(OverlapCredit):
         return [[g] for g in sorted(plans)]
 
     def combine(self, groups: Sequence[Sequence[Trajectory]], plans: dict[int, Plan],
-                runs: dict[int, list[Sequence[Trajectory]]], cancelled: int = 0) -> CreditOutput:
+                runs: dict[int, list[Sequence[Trajectory]]], cancelled: int = 0,
+                cancelled_tokens: int = 0) -> CreditOutput:
         """The enlarged groups (played + fresh episodes) and their trajectory-level advantages."""
         out_groups = []
         n_elig = n_extra = spent = budget_total = calls = cost = 0.0

@@ -64,9 +64,11 @@ class OverlapCredit(CreditMethod):
 
     @abc.abstractmethod
     def combine(self, groups: Sequence[Sequence[Trajectory]], plans: dict[int, Any],
-                runs: dict[int, list[Sequence[Any]]], cancelled: int = 0) -> CreditOutput:
+                runs: dict[int, list[Sequence[Any]]], cancelled: int = 0, cancelled_tokens: int = 0
+                ) -> CreditOutput:
         """Advantages and metrics of the step from every eligible group's plan and continuations
-        (`cancelled`: speculative continuations started, then cancelled as wrong)."""
+        (`cancelled`: speculative continuations started, then cancelled as wrong; `cancelled_tokens`:
+        the policy tokens they had sampled)."""
 
     def continues(self, trajectory: Trajectory) -> bool:
         """Whether a start may continue `trajectory`, which has ended (default: only successes); the

@@ -34,7 +34,9 @@ Times in the metrics (seconds):
     time/judge_s        sum over plan calls of their duration (busy; calls overlap)
     time/verify_s       wall time with at least one continuation running (busy; overlaps rollouts)
 `combine` gets the number of speculative continuations started, then cancelled as wrong (ProVer:
-prover/cancelled_continuations).
+prover/cancelled_continuations), and the policy tokens they had sampled (the turns they completed and
+the one each was decoding: `Driver.cancel`), which the verification paid for all the same (ProVer
+counts them in prover/verify_policy_tokens and credit/extra_policy_tokens).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ import time
 from typing import Any, Sequence
 
 from prover_jax.credit.base import CreditMethod, CreditOutput
+from prover_jax.credit.common import new_policy_tokens
 from prover_jax.credit.overlap import OverlapCredit
 from prover_jax.envs.pool import EnvPool
 from prover_jax.rollout.loop import Rollout
@@ -123,7 +126,7 @@ class _Step:
         self.want: dict[int, list[Key]] = {}  # group -> the starts of its current round
         self.speculative: set[int] = set()  # playing groups to plan again
         self.free_envs = list(range(pipe.verify_pool.num_envs))
-        self.live_continuations = self.cancelled = 0
+        self.live_continuations = self.cancelled = self.cancelled_tokens = 0
         self.verify_since: float | None = None
         self.verify_s = self.judge_s = 0.0
         self.seeds, self.uids = seeds, uids
@@ -134,6 +137,7 @@ class _Step:
 
     def run(self) -> tuple[list[Trajectory], CreditOutput]:
         credit, t0 = self.credit, time.perf_counter()
+        cancelled0 = self.pipe.rollout.driver.stats["cancelled_tokens"]  # the turns they were playing: Driver.cancel
         credit.begin_step()
         self.trajs = self.pipe.rollout.start(self.play, self.pipe.pool, self.seeds, self.uids, self._episode_ended)
         while True:
@@ -148,7 +152,9 @@ class _Step:
                 break
         end = time.perf_counter()
         last = self.last_episode if self.last_episode is not None else end
-        out = credit.combine(split_groups(self.trajs, self.G), self.plans, self.runs, cancelled=self.cancelled)
+        self.cancelled_tokens += self.pipe.rollout.driver.stats["cancelled_tokens"] - cancelled0
+        out = credit.combine(split_groups(self.trajs, self.G), self.plans, self.runs, cancelled=self.cancelled,
+                             cancelled_tokens=self.cancelled_tokens)
         out.metrics.update({"time/rollout_s": last - t0, "time/credit_wait_s": end - last,
                             "time/judge_s": self.judge_s, "time/verify_s": self.verify_s})
         return self.trajs, out
@@ -274,6 +280,7 @@ class _Step:
             self.queue.remove(key)
             return
         self.cancelled += b.k
+        self.cancelled_tokens += sum(new_policy_tokens(c, b.traj) for c in b.children)  # their ended turns
         self._playing(-self.play.cancel_continuations(b.children))
         self.free_envs += b.envs
         b.envs = []

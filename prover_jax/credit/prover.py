@@ -140,7 +140,8 @@ class ProVer(OverlapCredit):
         return bool(self.config.prover.speculate) and bool(getattr(self.judge, "local", False))
 
     def combine(self, groups: Sequence[Sequence[Trajectory]], plans: dict[int, tuple[int, Any, str]],
-                runs: dict[int, list[Sequence[Any]]], cancelled: int = 0) -> CreditOutput:
+                runs: dict[int, list[Sequence[Any]]], cancelled: int = 0,
+                cancelled_tokens: int = 0) -> CreditOutput:
         """Advantages and metrics from the judged groups (g -> (i, proposal, reason)) and the
         continuations of the valid ones (g -> [pre, post]); the same whatever order they came in."""
         p = self.config.prover
@@ -167,6 +168,7 @@ class ProVer(OverlapCredit):
             if bonus != 0.0:
                 advantages[g][i] = advantages[g][i] + np.float32(bonus) * segment_tokens(traj, l, rr)
             accepted += delta > 0 if p.variant != "threshold" else delta > p.threshold
+        extra += cancelled_tokens  # sampled by speculative continuations, then cancelled: paid for all the same
         batch_tokens = sum(t.num_policy_tokens for group in groups for t in group)
         n_elig = sum(reasons.values())
         n_valid = reasons.get("ok", 0)

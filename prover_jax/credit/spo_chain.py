@@ -106,7 +106,8 @@ class SPOChain(OverlapCredit):
         return int(self.config.spo_chain.k)
 
     def combine(self, groups: Sequence[Sequence[Trajectory]], plans: dict[int, list[tuple[int, list[int]]]],
-                runs: dict[int, list[Sequence[Any]]], cancelled: int = 0) -> CreditOutput:
+                runs: dict[int, list[Sequence[Any]]], cancelled: int = 0,
+                cancelled_tokens: int = 0) -> CreditOutput:
         """Segment advantages on the chosen trajectories (scaled as their group's outcome term)."""
         advantages = grpo_advantages(groups, self.config)
         scales = outcome_scales([rewards(group) for group in groups], std_scope(self.config))

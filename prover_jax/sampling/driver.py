@@ -173,15 +173,19 @@ class Driver:
     def cancel(self, ticket: int) -> int:
         """Drops every sample of `ticket` that has not been returned by `step` yet: queued, waiting
         for a slot, or decoding (its slot stops stepping and is free for the next admission). No
-        `Finished` of the ticket is returned afterwards. Returns the number of samples dropped."""
+        `Finished` of the ticket is returned afterwards. Returns the number of samples dropped; the
+        tokens they had sampled add to stats["cancelled_tokens"] (a prefilled sample's first token,
+        the tokens read, and those of decode calls already issued, as they are read)."""
         dropped = sum(j.request.num_samples for j in self._queue if j.ticket == ticket)
+        sampled = sum(x[2].job.ticket == ticket for x in self._inserts)  # prefilled: the first token drawn
         self._queue = collections.deque(j for j in self._queue if j.ticket != ticket)
         keep = [x for x in self._inserts if x[2].job.ticket != ticket]
         dropped += len(self._inserts) - len(keep)
         self._inserts = collections.deque(keep)
         for slot, s in list(self._busy.items()):
             if s.job.ticket == ticket:
-                s.done = True
+                sampled += len(s.completion.tokens) + (s.first is not None)
+                s.done = s.cancelled = True
                 del self._busy[slot]
                 self._state = self.engine.deactivate(self._state_now(), slot)
                 self.engine.free_resource(slot)
@@ -189,8 +193,10 @@ class Driver:
         self._firsts = [s for s in self._firsts if not s.done]
         kept = [f for f in self._done if f.ticket != ticket]
         dropped += len(self._done) - len(kept)
+        sampled += sum(len(f.completion.tokens) for f in self._done if f.ticket == ticket)
         self._done = kept
         self.stats["cancelled"] += dropped
+        self.stats["cancelled_tokens"] += sampled
         return dropped
 
     def run(self, requests: Sequence[Request]) -> list[list[Completion]]:
@@ -264,6 +270,8 @@ class Driver:
         self.stats["decode_tokens"] += steps
         for slot, s in call.occupants.items():
             if s.done:
+                if s.cancelled:  # decoded by a call issued before Driver.cancel
+                    self.stats["cancelled_tokens"] += int(valid[:, slot].sum())
                 continue
             c = s.completion
             ok = valid[:, slot]

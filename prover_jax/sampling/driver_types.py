@@ -108,6 +108,7 @@ class LiveSample:
     first: tuple | None = None  # (token_N, logprob_N, j): its first token, still on the device
     done: bool = False
     matcher: Any = None  # its TokenConstraint (constrained decoding)
+    cancelled: bool = False  # by Driver.cancel: decode calls already issued still count its tokens
 
 
 @dataclasses.dataclass

@@ -54,7 +54,7 @@ class Restart(OverlapCredit):
     def most_envs(self):
         return self.config.restart.k
 
-    def combine(self, groups, plans, runs, cancelled=0):
+    def combine(self, groups, plans, runs, cancelled=0, cancelled_tokens=0):
         advantages, n, improved, value_sum, extra = grpo_advantages(groups, self.config), 0, 0, 0.0, 0
         for g in sorted(plans):
             if not runs[g]:

@@ -106,9 +106,16 @@ def same_step(serial, s_trajs, piped, p_trajs):
     for a, b in zip(serial.advantages, piped.advantages):
         for x, y in zip(a, b):
             np.testing.assert_array_equal(x, y)
-    drop = ("time/", "prover/cancelled_continuations")
+    # the spend adds the tokens of speculative continuations cancelled as wrong (none without any)
+    spend = ("prover/verify_policy_tokens", "prover/extra_token_frac", "credit/extra_policy_tokens")
+    drop = ("time/", "prover/cancelled_continuations") + spend
     assert ({k: v for k, v in serial.metrics.items() if not k.startswith(drop)}
             == {k: v for k, v in piped.metrics.items() if not k.startswith(drop)})
+    for k in spend:
+        if piped.metrics.get("prover/cancelled_continuations", 0):
+            assert piped.metrics[k] >= serial.metrics[k], k
+        elif k in serial.metrics:
+            assert piped.metrics[k] == serial.metrics[k], k
 
 
 def test_pipelined_equals_serial(setup):
@@ -172,8 +179,10 @@ def test_speculation_starts_continuations_early_and_changes_nothing(setup, judge
     same_step(serial, s_trajs, piped, p_trajs)
     assert serial.metrics["prover/valid_proposals"] >= 1
     assert not all(starts)  # some continuations started while their group still played
-    if judge is Fickle:
+    if judge is Fickle:  # cancelled continuations had sampled tokens: the spend counts them
         assert piped.metrics["prover/cancelled_continuations"] > 0
+        assert piped.metrics["prover/verify_policy_tokens"] > serial.metrics["prover/verify_policy_tokens"]
+        assert piped.metrics["credit/extra_policy_tokens"] == piped.metrics["prover/verify_policy_tokens"]
     plain = []
     step(setup, judge(), overlap=True, starts=plain)
     assert all(plain)  # without speculation, only once the group has ended
