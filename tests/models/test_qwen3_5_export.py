@@ -45,6 +45,25 @@ def test_reexport_leaves_only_its_own_weight_files(tmp_path, hf_checkpoint):
         np.testing.assert_array_equal(qwen3_5.load_hf(str(out)).lm_head[...], model.lm_head[...])
 
 
+def test_weight_files_are_those_transformers_reads(tmp_path, hf_checkpoint):
+    """model.safetensors before an index beside it; a PEFT adapter's file is never read as weights."""
+    model = qwen3_5.load_hf(hf_checkpoint([L, A], tied=False))
+    qwen3_5.save_hf(model, str(tmp_path), max_shard_bytes=40_000)  # sharded
+    shards = weight_files(tmp_path)
+    model.lm_head.set_value(model.lm_head.get_value() * 2.0)
+    qwen3_5.save_hf(model, str(tmp_path / "single"))
+    shutil.copy(tmp_path / "single" / "model.safetensors", tmp_path / "model.safetensors")  # beside the index
+    save_file({"base_model.model.x.lora_A.weight": torch.zeros(2, 2)}, str(tmp_path / "adapter_model.safetensors"))
+    assert set(shards) < set(weight_files(tmp_path))
+    np.testing.assert_array_equal(qwen3_5.load_hf(str(tmp_path)).lm_head[...], model.lm_head[...])
+    os.remove(tmp_path / "model.safetensors")
+    os.remove(tmp_path / "model.safetensors.index.json")
+    for f in shards[:-1]:
+        os.remove(tmp_path / f)
+    shutil.copy(tmp_path / "single" / "model.safetensors", tmp_path / "weights.safetensors")
+    np.testing.assert_array_equal(qwen3_5.load_hf(str(tmp_path)).lm_head[...], model.lm_head[...])
+
+
 def multimodal_dict(top, text):
     d = {"model_type": "qwen3_5", "architectures": ["Qwen3_5ForConditionalGeneration"],
          "text_config": {**qwen3_5.CONFIGS["demo"].to_hf_dict(), "tie_word_embeddings": text}}

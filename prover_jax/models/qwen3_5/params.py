@@ -106,6 +106,11 @@ def _flat_state(model: nnx.Module) -> dict[str, nnx.Variable]:
 
 
 def _weight_files(path: str) -> list[str]:
+    """The folder's weight files, as transformers picks them: model.safetensors, else the shards of
+    model.safetensors.index.json, else every *.safetensors but a PEFT adapter's."""
+    single = os.path.join(path, "model.safetensors")
+    if os.path.isfile(single):
+        return [single]
     index = os.path.join(path, INDEX_FILE)
     if os.path.isfile(index):
         with open(index) as f:
@@ -114,7 +119,8 @@ def _weight_files(path: str) -> list[str]:
         if missing:
             raise FileNotFoundError(f"{index} names missing shard files {missing}")
         return [os.path.join(path, f) for f in files]
-    files = sorted(glob.glob(os.path.join(path, "*.safetensors")))
+    files = sorted(f for f in glob.glob(os.path.join(path, "*.safetensors"))
+                   if not os.path.basename(f).startswith("adapter_model"))
     if not files:
         raise FileNotFoundError(f"no *.safetensors files in checkpoint folder {path!r}")
     return files
