@@ -27,6 +27,7 @@ import jax
 import numpy as np
 
 MAX_STOP_BYTES = 1024  # a stop string longer than this (UTF-8 bytes) is refused
+TABLE_BYTES = 256 * 2 ** 20  # the [P, Q, V] int16 table's budget: on a 248k vocabulary with 8 rows, 66-byte stops
 STOP_STRINGS = 4  # default capacity: distinct stop strings tracked (the decode state's width)
 
 
@@ -107,6 +108,12 @@ def transitions(pattern: bytes, tokens: Sequence[bytes]) -> np.ndarray:
     return out
 
 
+def max_stop_bytes(vocab_size: int, capacity: int) -> int:
+    """The longest stop string (UTF-8 bytes) whose table fits TABLE_BYTES: P Q V 2 bytes <= TABLE_BYTES
+    with Q = 1 + its length (at most MAX_STOP_BYTES)."""
+    return max(1, min(MAX_STOP_BYTES, TABLE_BYTES // (2 * max(capacity, 1) * max(vocab_size, 1)) - 1))
+
+
 @flax.struct.dataclass
 class StopTable:
     """Stacked automata of the registered stop strings (rows past the registered ones never match)."""
@@ -133,9 +140,11 @@ class StopStrings:
         """Row of stop string `s`, registering it (ValueError when empty, too long or over capacity)."""
         if s in self.strings:
             return self.strings.index(s)
-        data = s.encode()
-        if not data or len(data) > MAX_STOP_BYTES:
-            raise ValueError(f"stop string {s!r}: must have 1 to {MAX_STOP_BYTES} UTF-8 bytes")
+        data, most = s.encode(), max_stop_bytes(self.vocab_size, self.capacity)
+        if not data or len(data) > most:
+            raise ValueError(f"stop string {s[:40]!r}{'...' if len(s) > 40 else ''}: must have 1 to {most} UTF-8 "
+                             f"bytes (its [{self.capacity}, bytes + 1, {self.vocab_size}] table stays within "
+                             f"{TABLE_BYTES >> 20} MiB)")
         if len(self.strings) >= self.capacity:
             raise ValueError(f"stop string {s!r}: the driver tracks at most {self.capacity} distinct stop "
                              f"strings ({self.strings}); raise Driver(max_stop_strings=...)")

@@ -26,7 +26,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
 
 from prover_jax.sampling.driver import CACHE_FULL, LENGTH, Completion, Request
 from prover_jax.sampling.sampler import SamplingParams
-from prover_jax.sampling.stops import MAX_STOP_BYTES, token_bytes
+from prover_jax.sampling.stops import max_stop_bytes, token_bytes
 from prover_jax.serving import protocol as P
 from prover_jax.serving import reasoning as R
 from prover_jax.serving.tools import parse_tool_calls
@@ -65,6 +65,9 @@ class ChatService:
         vocab = tokenizer.get_vocab()  # markup tags are kept in the text even when they are special tokens
         self._markup = frozenset(vocab[t] for t in R.MARKUP if t in vocab)
         self._think_ids = (vocab.get(R.THINK), vocab.get(R.END_THINK))  # None: not one token
+        engine = getattr(getattr(worker, "driver", None), "engine", None)  # its table bounds a stop string
+        self.max_stop_bytes = max_stop_bytes(engine.vocab_size if engine is not None else len(vocab),
+                                             getattr(engine, "max_stop_strings", self.max_stop_strings))
         self.reasoning = R.thinks(getattr(tokenizer, "chat_template", None))  # replies split at </think>
 
     # Requests.
@@ -107,12 +110,13 @@ class ChatService:
         """The stop strings not yet in the server's lifetime table, checked as the engine checks them
         (400 naming the problem); `submit` registers them once the request is queued, so a refused
         request takes no place in the table."""
+        most = self.max_stop_bytes
         for s in stops:
-            error = P.unicode_error(s) or (len(s.encode()) > MAX_STOP_BYTES and f"{len(s.encode())} UTF-8 bytes")
+            error = P.unicode_error(s) or (len(s.encode()) > most and f"{len(s.encode())} UTF-8 bytes")
             if error:
                 shown = repr(s[:40]) + ("..." if len(s) > 40 else "")
                 raise P.bad(f"stop {shown}: {error}; a stop string must be valid Unicode of at most "
-                            f"{MAX_STOP_BYTES} UTF-8 bytes", "stop")
+                            f"{most} UTF-8 bytes", "stop")
         new = [s for s in dict.fromkeys(stops) if s not in self._stops]
         if len(self._stops) + len(new) > self.max_stop_strings:
             raise P.bad(f"this server tracks at most {self.max_stop_strings} distinct stop strings "

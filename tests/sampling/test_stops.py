@@ -136,3 +136,15 @@ def test_warmup_leaves_nothing_to_compile(engine, buckets):
     driver.run([Request(rng.integers(0, DIMS["vocab_size"], 4).tolist(), HOT, max_new_tokens=4, context=x)
                 for x in ctx[:3]])
     assert counter.take() == 0
+
+
+def test_stop_length_is_bounded_by_the_table_size():
+    """The [P, 1 + bytes, V] int16 table stays within TABLE_BYTES: on Qwen3.5's 248k vocabulary with 8 rows a
+    stop string may have 66 bytes (a 1024-byte one would need a 4 GB table on the host and the device)."""
+    from prover_jax.sampling.stops import MAX_STOP_BYTES, TABLE_BYTES, StopStrings, max_stop_bytes
+    assert max_stop_bytes(248_320, 8) == 66 and 8 * 67 * 248_320 * 2 <= TABLE_BYTES < 8 * 68 * 248_320 * 2
+    assert max_stop_bytes(1024, 4) == MAX_STOP_BYTES
+    stops = StopStrings([b"a"] * 248_320, capacity=8)
+    with pytest.raises(ValueError, match="must have 1 to 66 UTF-8 bytes"):
+        stops.index("x" * 67)
+    assert stops.strings == []
