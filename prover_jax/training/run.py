@@ -5,7 +5,9 @@ process 0 writes what is written once (summary, plot, metrics).
     summary = train(config, workdir, export_hf=None)
 
 Evaluation (greedy, held-out eval tasks; `Trainer.evaluate`) runs before RL, every train.eval_every
-steps and after the last step; each appends a row {"step": the step it followed, "eval/success",
+steps and after the last step (an update skipped as non-finite leaves the step count as it was: that
+step is not evaluated or saved again; re-running a finished run's command keeps its last evaluation and
+logs nothing); each appends a row {"step": the step it followed, "eval/success",
 "eval/success_se", "eval/score", "eval/score_se", "eval/episodes"} to metrics.jsonl (training rows are
 the ones with "success_rate"). The summary keeps success_before_rl / success_after_rl (floats) and the
 whole rows as eval_before_rl / eval_after_rl.
@@ -26,6 +28,8 @@ import sys
 import tempfile
 import time
 
+from absl import logging
+
 
 def train(config, workdir: str, export_hf: str | None = None, eval_only: bool = False,
           progress: bool = True) -> dict:
@@ -33,7 +37,7 @@ def train(config, workdir: str, export_hf: str | None = None, eval_only: bool = 
     it frees for reuse (`distributed.keep_host_memory`)."""
     from prover_jax import distributed as dist
     from prover_jax.training.trainer import Trainer
-    from prover_jax.training.workdir import read_lines, workdir_path
+    from prover_jax.training.workdir import read_rows, workdir_path, write_atomic
 
     dist.keep_host_memory()
     dist.initialize()  # TPU pods: auto-detected; no-op on one host or when already initialised
@@ -41,13 +45,13 @@ def train(config, workdir: str, export_hf: str | None = None, eval_only: bool = 
     trainer = Trainer(config, workdir)
     primary = trainer.run.primary
     summary_path = trainer.run.root / "summary.json"
-    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    summary = _read_summary(summary_path)
 
     def save_summary():
         if primary:
-            summary_path.write_text(json.dumps(summary, indent=1))
+            write_atomic(summary_path, json.dumps(summary, indent=1))
 
-    rows = [json.loads(x) for x in read_lines(trainer.run.metrics_path)] if primary else []
+    rows = read_rows(trainer.run.metrics_path) if primary else []
     latest = {"train": None, "eval": next((r for r in reversed(rows) if "eval/success" in r), None)}
     tb = bar = None
 
@@ -77,19 +81,27 @@ def train(config, workdir: str, export_hf: str | None = None, eval_only: bool = 
             summary["sft"] = trainer.run_sft(progress=progress)
             trainer.save()
             save_summary()
-        if "success_before_rl" not in summary:
-            summary["eval_before_rl"] = evaluate()
-            summary["success_before_rl"] = summary["eval_before_rl"]["eval/success"]
-            save_summary()
+        if "success_before_rl" not in summary:  # or it was, at step 0, and the summary was lost since
+            logged = dist.allgather_json(next((r for r in rows if "eval/success" in r and r["step"] == 0), None))[0]
+            if logged is not None or trainer.step == 0:
+                summary["eval_before_rl"] = evaluate() if logged is None else _eval_of(logged)
+                summary["success_before_rl"] = summary["eval_before_rl"]["eval/success"]
+                save_summary()
         steps = config.train.steps
+        # a finished run: its last row is the evaluation after its last step
+        done = rows and "eval/success" in rows[-1] and rows[-1]["step"] == trainer.step >= steps
+        final = dist.allgather_json(rows[-1] if done else None)[0]
         if progress and primary:
             from tqdm import tqdm
             bar = tqdm(total=steps, initial=trainer.step, desc="RL", dynamic_ncols=True, file=sys.stdout)
         while trainer.step < steps:
+            before = trainer.step
             row = trainer.rl_step()
+            log(row)
+            if trainer.step == before:  # skipped (non-finite): the step count did not move, nothing to save
+                continue
             if bar is not None:
                 bar.update(1)
-            log(row)
             every = config.train.eval_every
             if every and trainer.step % every == 0 and trainer.step < steps:
                 evaluate()
@@ -98,10 +110,13 @@ def train(config, workdir: str, export_hf: str | None = None, eval_only: bool = 
         if bar is not None:
             bar.close()
             bar = None
-        summary["eval_after_rl"] = evaluate()
+        if final is not None:
+            logging.info("the run in %s is finished (step %d); its last evaluation is kept", trainer.run.root,
+                         trainer.step)
+        summary["eval_after_rl"] = evaluate() if final is None else _eval_of(final)
         summary["success_after_rl"] = summary["eval_after_rl"]["eval/success"]
         if primary:
-            summary.update(_totals([json.loads(x) for x in read_lines(trainer.run.metrics_path)], trainer.run.needs.headline))
+            summary.update(_totals(read_rows(trainer.run.metrics_path), trainer.run.needs.headline))
         summary["wall_s_this_run"] = time.perf_counter() - t_start
         if export_hf:
             trainer.export_hf(export_hf)
@@ -114,6 +129,23 @@ def train(config, workdir: str, export_hf: str | None = None, eval_only: bool = 
         if tb is not None:
             tb.close()
         trainer.close()
+
+
+def _read_summary(path) -> dict:
+    """summary.json's dict ({} when absent). One that cannot be read (a kill mid-write) is warned of and
+    rebuilt: what it held is derived from metrics.jsonl and the checkpoint (the SFT figures are lost)."""
+    if not path.exists():
+        return {}
+    try:
+        return json.loads(path.read_text())
+    except ValueError as e:
+        logging.warning("%s cannot be read (%s); it is rewritten from metrics.jsonl", path, e)
+        return {}
+
+
+def _eval_of(row: dict) -> dict:
+    """An evaluation row as the summary keeps it (without its step)."""
+    return {k: v for k, v in row.items() if k != "step"}
 
 
 def _live(row: dict | None, last_eval: dict | None, headline=None) -> dict:

@@ -38,10 +38,11 @@ from prover_jax import distributed as dist
 from prover_jax.credit import COMMON_METRICS
 from prover_jax.models import save_hf
 from prover_jax.training import assemble, dynamic, evaluation, sft
+from prover_jax.training.checkpoints import restore_reference
 from prover_jax.training.metrics import CompileCounter, episode_metrics, merge_rows
 from prover_jax.training.optim import with_configured_hyperparams
 from prover_jax.training.wiring import abstract, build
-from prover_jax.training.workdir import append_line, read_lines, save_folder, workdir_path
+from prover_jax.training.workdir import append_line, read_rows, save_folder, workdir_path, write_atomic
 
 MAX_SKIPS_IN_A_ROW = 5
 # cumulative over the run, in every row as total/<name> and in checkpoints
@@ -90,33 +91,34 @@ class Trainer:
         self.run.ckpts.save(self.step, self.state, self._meta())
 
     def _restore(self) -> bool:
-        """Continues from the latest checkpoint, if any: state, task position, totals, reference;
-        metrics rows of later steps are dropped (what they spent stays in the totals)."""
+        """Continues from the latest checkpoint, if any: state, task position, totals; the KL reference
+        saved in W/reference, if any (a run killed before its first checkpoint included); metrics rows of
+        later steps (all training rows when there is no checkpoint) are dropped, what they spent stays
+        in the totals."""
         run = self.run
         found = run.ckpts.restore(abstract(self.state), on_corrupt=self.config.train.on_corrupt_checkpoint)
-        if found is None:
-            return False
-        self.state, meta, step = found
-        self._configured_hyperparams()
-        run.tasks.set_state(meta["tasks"])
-        self.sft_done = meta["sft_done"]
-        self.batches_drawn = int(meta.get("batches_drawn", meta.get("step", step)))
-        self.totals.update(meta.get("totals", {}))
-        self._publish()
-        if run.ref_ckpts is not None and run.ref_ckpts.manager.latest_step() is not None:
-            abstract_params = abstract(run.policy.weights(self.state.params))
-            self.ref_params = run.ref_ckpts.restore(abstract_params, on_corrupt="error")[0]
-        lines = read_lines(run.metrics_path) if run.metrics_path.exists() else []
-        rows = [json.loads(line) for line in lines]
+        step = 0
+        if found is not None:
+            self.state, meta, step = found
+            self._configured_hyperparams()
+            run.tasks.set_state(meta["tasks"])
+            self.sft_done = meta["sft_done"]
+            self.batches_drawn = int(meta.get("batches_drawn", meta.get("step", step)))
+            self.totals.update(meta.get("totals", {}))
+            self._publish()
+            logging.info("resumed from %s at step %d", run.ckpts.directory, step)
+        if run.ref_ckpts is not None:
+            self.ref_params = restore_reference(run.ref_ckpts, abstract(run.policy.weights(self.state.params)),
+                                                step)
+        rows = read_rows(run.metrics_path)
         for row in rows:
             if row.get("step", 0) > step and "success_rate" in row:
                 for k in SPENDING:
                     self.totals[k] += float(row.get(k, 0.0))
-        if run.primary and rows:
-            kept = [line for line, row in zip(lines, rows) if row.get("step", 0) <= step]
-            run.metrics_path.write_text("".join(line + "\n" for line in kept))
-        logging.info("resumed from %s at step %d", run.ckpts.directory, step)
-        return True
+        if run.primary and run.metrics_path.exists():
+            kept = [json.dumps(row) + "\n" for row in rows if row.get("step", 0) <= step]
+            write_atomic(run.metrics_path, "".join(kept))
+        return found is not None
 
     def _configured_hyperparams(self) -> None:
         """A restored optimizer state trains with the configured hyperparameters, not the stored ones."""

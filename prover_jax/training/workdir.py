@@ -3,6 +3,8 @@
 
     root = workdir_path("gs://bucket/run")      # epath.Path; "file:///x" -> /x; local -> absolute
     append_line(root / "metrics.jsonl", json.dumps(row))
+    rows = read_rows(root / "metrics.jsonl")    # a torn last line (a kill mid-append) left out, warned of
+    write_atomic(root / "summary.json", text)   # readers see the old file or the new one, never half
     save_folder(tokenizer.save_pretrained, root / "tokenizer")   # writers that need a local folder
     local = local_copy(root / "tokenizer")                          # readers that need one
 
@@ -11,11 +13,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
 from typing import Callable
 
+from absl import logging
 from etils import epath
 
 
@@ -34,6 +38,41 @@ def is_local(path: epath.Path) -> bool:
 
 def read_lines(path: epath.Path) -> list[str]:
     return [line for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def read_rows(path: epath.Path) -> list[dict]:
+    """The JSON objects of a JSON-lines file ([] when absent). A torn last line (a kill or a full disk
+    mid-append) is left out with a warning naming the file; an unreadable line before it raises
+    ValueError naming the file and the line."""
+    lines = read_lines(path)
+    rows = []
+    for n, line in enumerate(lines):
+        try:
+            rows.append(json.loads(line))
+        except ValueError as e:
+            if n + 1 < len(lines):
+                raise ValueError(f"{path}, line {n + 1}: not a JSON object ({e}): {line[:100]!r}") from None
+            logging.warning("%s: its last line is torn (a run stopped while writing it); left out: %r",
+                            path, line[:100])
+    return rows
+
+
+def write_atomic(path: epath.Path, text: str) -> None:
+    """Replaces the file at once (local: a temporary file beside it, renamed; object stores write whole
+    objects), so a kill or a full disk leaves the old file or the new one, never part of one."""
+    if not is_local(path):
+        path.write_text(text)
+        return
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.fspath(path)), prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, os.fspath(path))
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 def append_line(path: epath.Path, line: str) -> None:
