@@ -103,7 +103,7 @@ class Critic(CreditMethod):
         s.openai.base_url = ""  # any OpenAI-compatible endpoint (empty: the client's default)
         s.openai.model = "gpt-4.1-mini"  # the critic model
         s.openai.api_key_env = "OPENAI_API_KEY"  # env variable with the key (not needed when self-hosted)
-        s.openai.timeout_s = 60.0  # per request; a timeout drops the trajectory's labels (not retried)
+        s.openai.timeout_s = 60.0  # each request attempt as a whole; a timeout drops the trajectory's labels (not retried)
         s.openai.max_retries = 4  # retries of 429 / 5xx / connection errors, exponential backoff
         s.openai.max_calls_per_step = 256  # budget; over it, trajectories stay unlabelled (critic/dropped)
         s.openai.usd_per_m_input = 0.4  # price per million prompt tokens (critic/cost_usd)

@@ -16,7 +16,9 @@ order, the first failing rule names the drop reason):
 
 Other drop reasons a judge may report: no_tool_call, no_proposal, timeout, rate_limited, api_error,
 budget, no_candidate, judge_error (an exception inside a judge: `Judge.propose` turns every exception
-into a dropped proposal, so training never stops because of a judge).
+into a dropped proposal, so training never stops because of a judge; a judge that raises after
+spending sets the exception's `spent` attribute to a Proposal with its counters, which the dropped
+proposal keeps: calls, tokens, cost and repairs are never lost).
 
 `Judge.propose` (template method) times the call, catches exceptions and re-validates what the judge
 returned; judges implement `_propose`. Judges register under a name with `@register(name)`; the
@@ -48,6 +50,7 @@ SCHEMA, OUT_OF_BOUNDS, TOO_LONG, TERMINAL, INVALID_ACTION = (
 NO_TOOL_CALL, NO_PROPOSAL, NO_CANDIDATE = "no_tool_call", "no_proposal", "no_candidate"
 TIMEOUT, RATE_LIMITED, API_ERROR, BUDGET, JUDGE_ERROR = (
     "timeout", "rate_limited", "api_error", "budget", "judge_error")
+SPEND_FIELDS = ("calls", "input_tokens", "output_tokens", "cost_usd", "repairs", "cached")
 
 
 @dataclasses.dataclass
@@ -244,6 +247,10 @@ class Judge(abc.ABC):
         except Exception as e:  # noqa: BLE001  (a judge must never stop training)
             log.exception("judge %s failed", self.name)
             p = Proposal(None, JUDGE_ERROR, rationale=f"{type(e).__name__}: {e}")
+            spent = getattr(e, "spent", None)
+            if isinstance(spent, Proposal):
+                for field in SPEND_FIELDS:
+                    setattr(p, field, getattr(spent, field))
         if p.reason == OK:
             seg = p.segment
             if seg is None or not isinstance(seg, (tuple, list)) or len(seg) != 2:
@@ -264,7 +271,8 @@ class Judge(abc.ABC):
     @abc.abstractmethod
     def _propose(self, success: Trajectory, failures: list[Trajectory], *, max_segment_turns: int,
                  rng: np.random.Generator) -> Proposal:
-        """The judge's logic; may raise (propose() turns exceptions into dropped proposals)."""
+        """The judge's logic; may raise (propose() turns exceptions into dropped proposals, keeping the
+        spend of an exception's `spent` Proposal)."""
 
     def close(self) -> None:
         """Releases resources (HTTP clients)."""

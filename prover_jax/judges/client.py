@@ -11,11 +11,17 @@
 
 Requests (`request`, never raises for an endpoint failure; returns (response dict, 'ok', '') or
 (None, reason, detail)):
-  timeout        the request timed out (not retried: a slow server would stall the step k times over)
+  timeout        no complete response within timeout_s: it bounds each attempt as a whole (connecting,
+                 waiting, reading the body; a server that trickles bytes is cut off at timeout_s, the
+                 worker thread reading it stops at its next chunk); not retried: a slow server would
+                 stall the step k times over
   rate_limited   HTTP 429 on every attempt: 1 + max_retries attempts, exponential backoff
-                 backoff_base_s * 2**attempt (capped at backoff_max_s, honouring Retry-After up to the cap)
+                 backoff_base_s * 2**attempt * U(1, 1.25), or longer when the server asks (retry-after-ms,
+                 Retry-After in seconds or as an HTTP date); every wait is at most backoff_max_s
   api_error      5xx / 408 / 409 / connection errors after the same retries; other HTTP errors (400,
-                 401, 404...) and unusable responses (no choices[0].message) at once
+                 401, 404...) and unusable responses (a body that is not a JSON object with
+                 choices[0].message: HTML, a list, truncated JSON) at once
+`send` counts every request made as a call, usable or not; token counts it cannot read count as 0.
 The client's own retries are disabled so that this policy is the only one.
 
 API key: read from the environment variable named by api_key_env. Missing -> ValueError at
@@ -29,7 +35,12 @@ request payload (`cache.content_key`); the caller decides which responses are wo
 
 from __future__ import annotations
 
+import concurrent.futures
+import email.utils
+import importlib
 import ipaddress
+import json
+import math
 import os
 import random
 import threading
@@ -65,7 +76,55 @@ def join_path(root: str, name: str) -> str:
 def has_message(data: Any) -> bool:
     """True for a response dict whose choices[0] holds a message dict."""
     choices = data.get("choices") if isinstance(data, dict) else None
-    return bool(choices) and isinstance(choices[0], dict) and isinstance(choices[0].get("message"), dict)
+    return (isinstance(choices, list) and bool(choices) and isinstance(choices[0], dict)
+            and isinstance(choices[0].get("message"), dict))
+
+
+def http_errors() -> tuple[tuple[type, ...], tuple[type, ...]]:
+    """(timeout, request error) exception classes of the HTTP libraries the openai client may use;
+    reading a streamed body raises them unwrapped."""
+    timeouts, errors = [], []
+    for name in ("httpx", "httpx2"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        timeouts.append(module.TimeoutException)
+        errors.append(module.RequestError)
+    return tuple(timeouts), tuple(errors)
+
+
+def token_count(value: Any) -> int:
+    """A usage counter as an int; 0 for anything that is not a non-negative number."""
+    if isinstance(value, bool):
+        return 0
+    try:
+        return max(int(value), 0)
+    except (TypeError, ValueError, OverflowError):
+        return 0
+
+
+def retry_after(headers: Any, now: float | None = None) -> float | None:
+    """Seconds the server asks to wait: retry-after-ms, else Retry-After (seconds or an HTTP date);
+    None when absent or unreadable."""
+    get = getattr(headers, "get", None)
+    if get is None:
+        return None
+    for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
+        value = get(name)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) * scale
+        except (TypeError, ValueError):
+            try:
+                when = email.utils.parsedate_to_datetime(str(value))
+                seconds = when.timestamp() - (time.time() if now is None else now)
+            except (TypeError, ValueError, IndexError, OverflowError):
+                continue
+        if not math.isnan(seconds):
+            return max(seconds, 0.0)
+    return None
 
 
 class Usage:
@@ -77,8 +136,8 @@ class Usage:
 
 class ChatEndpoint:
     """See the module docstring. `who` ("openai judge") and `config` ("judge.openai", the config
-    section of the caller) name the caller in errors; `http_client` (an httpx.Client) and `sleep` are
-    for tests."""
+    section of the caller) name the caller in errors; timeout_s bounds each attempt's whole duration
+    (not each read); `http_client` (an httpx.Client) and `sleep` are for tests."""
 
     def __init__(self, *, who: str, config: str, base_url: str = "", api_key_env: str = "OPENAI_API_KEY",
                  api_key: str | None = None, timeout_s: float = 60.0, max_retries: int = 4,
@@ -101,6 +160,8 @@ class ChatEndpoint:
             api_key = "EMPTY"
         self.client = openai.OpenAI(api_key=api_key, base_url=self.base_url or None, timeout=float(timeout_s),
                                     max_retries=0, http_client=http_client)
+        self.timeout_s = float(timeout_s)
+        self._timeouts, self._request_errors = http_errors()
         self.max_retries, self.max_calls_per_step = int(max_retries), int(max_calls_per_step)
         self.usd_per_m_input, self.usd_per_m_output = float(usd_per_m_input), float(usd_per_m_output)
         self.backoff_base_s, self.backoff_max_s = float(backoff_base_s), float(backoff_max_s)
@@ -153,21 +214,43 @@ class ChatEndpoint:
     def send(self, payload: dict, usage: Any) -> tuple[dict | None, str, str]:
         """`request`, counting the call and its tokens into `usage` (already counted against the budget)."""
         data, reason, detail = self.request(payload)
-        tokens = (data.get("usage") or {}) if data is not None else {}
+        tokens = data.get("usage") if data is not None else None
+        tokens = tokens if isinstance(tokens, dict) else {}
         with self._lock:
             usage.calls += 1
-            usage.input_tokens += int(tokens.get("prompt_tokens") or 0)
-            usage.output_tokens += int(tokens.get("completion_tokens") or 0)
+            usage.input_tokens += token_count(tokens.get("prompt_tokens"))
+            usage.output_tokens += token_count(tokens.get("completion_tokens"))
         return data, reason, detail
 
     def _backoff(self, attempt: int, error) -> float:
-        delay = self.backoff_base_s * 2 ** attempt
-        response = getattr(error, "response", None)
+        """Seconds before retry attempt + 1: the jittered exponential delay or the server's, if longer;
+        at most backoff_max_s."""
+        delay = self.backoff_base_s * 2 ** attempt * self._jitter.uniform(1.0, 1.25)
+        asked = retry_after(getattr(getattr(error, "response", None), "headers", None))
+        return min(delay if asked is None else max(delay, asked), self.backoff_max_s)
+
+    def _attempt(self, payload: dict) -> bytes:
+        """One request's response body, within timeout_s overall: raises what the request raised, or
+        TimeoutError at the deadline (the worker then stops reading at its next chunk)."""
+        future, cancel = concurrent.futures.Future(), threading.Event()
+
+        def work():
+            try:
+                with self.client.chat.completions.with_streaming_response.create(**payload, **self.extras) as r:
+                    body = bytearray()
+                    for chunk in r.iter_bytes():
+                        if cancel.is_set():
+                            return
+                        body += chunk
+                future.set_result(bytes(body))
+            except BaseException as e:  # noqa: BLE001  (handed to the waiting thread)
+                future.set_exception(e)
+
+        threading.Thread(target=work, name="chat-endpoint", daemon=True).start()
         try:
-            delay = max(delay, float(response.headers.get("retry-after")))
-        except (AttributeError, TypeError, ValueError):
-            pass
-        return min(delay, self.backoff_max_s) * self._jitter.uniform(1.0, 1.25)
+            return future.result(timeout=self.timeout_s)
+        finally:
+            cancel.set()
 
     def request(self, payload: dict) -> tuple[dict | None, str, str]:
         """One chat completion with retries: (response dict, 'ok', '') or (None, reason, detail)."""
@@ -177,9 +260,11 @@ class ChatEndpoint:
             if attempt:
                 self._sleep(self._backoff(attempt - 1, error))
             try:
-                completion = self.client.chat.completions.create(**payload, **self.extras)
-            except oa.APITimeoutError as e:
-                return None, TIMEOUT, str(e)
+                body = self._attempt(payload)
+            except TimeoutError:
+                return None, TIMEOUT, f"no complete response within timeout_s={self.timeout_s:g} s"
+            except (oa.APITimeoutError, *self._timeouts) as e:
+                return None, TIMEOUT, f"{type(e).__name__}: {e}"
             except oa.RateLimitError as e:
                 error, reason, detail = e, RATE_LIMITED, str(e)
                 continue
@@ -188,12 +273,15 @@ class ChatEndpoint:
                 if e.status_code >= 500 or e.status_code in RETRY_STATUS:
                     continue
                 return None, API_ERROR, detail
-            except oa.APIConnectionError as e:
-                error, reason, detail = e, API_ERROR, f"connection error: {e}"
+            except (oa.APIConnectionError, *self._request_errors) as e:
+                error, reason, detail = e, API_ERROR, f"connection error: {type(e).__name__}: {e}"
                 continue
-            except oa.OpenAIError as e:  # e.g. a response that does not parse
+            except Exception as e:  # noqa: BLE001  (anything else the client raises is an unusable answer)
                 return None, API_ERROR, f"{type(e).__name__}: {e}"
-            data = completion.model_dump(mode="json", exclude_unset=True)
+            try:
+                data = json.loads(body)
+            except ValueError as e:  # also undecodable bytes
+                return None, API_ERROR, f"response is not JSON ({e}): {body[:300]!r}"
             if not has_message(data):
                 return None, API_ERROR, f"response without a message: {str(data)[:300]}"
             return data, OK, ""

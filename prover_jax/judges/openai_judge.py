@@ -7,10 +7,12 @@ previews of the failed runs (ids 0..n-1), and three tools (see `tools`): search_
 propose_segment(start_turn, end_turn, failure_mode, rationale), the answer.
 
 Loop: call the model, run its tool calls, append the results, repeat. A proposal is validated
-(`base.segment_problem`); an invalid one, malformed JSON arguments, or a reply without any tool call
-costs one repair: the model is told what is wrong and asked again; after max_repairs the proposal is
-dropped with the last reason. At most max_tool_rounds + max_repairs model calls per proposal (then
-'no_proposal', or the last invalid proposal's reason).
+(`base.segment_problem`); an invalid one, malformed JSON arguments, a reply without any tool call
+('no_tool_call') or whose tool calls cannot be read ('schema': tool_calls not a list, an entry or its
+function not an object; unreadable entries are skipped when others can be run) costs one repair: the
+model is told what is wrong and asked again; after max_repairs the proposal is dropped with the last
+reason. At most max_tool_rounds + max_repairs model calls per proposal (then 'no_proposal', or the
+last invalid proposal's reason).
 
 tool_choice: "auto" (default) sends none (the endpoint's default: the model may answer in text);
 "required" sends tool_choice="required" on every call, so each reply calls one of the offered tools
@@ -28,7 +30,11 @@ placeholder key "EMPTY".
 Cost: usage.prompt_tokens / completion_tokens summed over the proposal's calls; cost_usd =
 in / 1e6 * usd_per_m_input + out / 1e6 * usd_per_m_output. With cache=True and a workdir, every
 response is stored in WORKDIR/judge_cache under the hash of (model, messages, tools): identical
-requests of a resumed run are served from disk at no cost and count as no call.
+requests of a resumed run are served from disk at no cost and count as no call. A proposal dropped
+for an exception ('judge_error') still reports the calls, tokens and cost spent before it.
+
+timeout_s (judge.openai.timeout_s) bounds each request attempt as a whole, not each read: a server that
+trickles its answer is cut off at timeout_s ('timeout').
 """
 
 from __future__ import annotations
@@ -39,8 +45,8 @@ from typing import Any
 
 import numpy as np
 
-from prover_jax.judges.base import (BUDGET, NO_PROPOSAL, NO_TOOL_CALL, OK, SCHEMA, Judge, Proposal, config_get,
-                                    register, render_trajectory, segment_problem)
+from prover_jax.judges.base import (BUDGET, JUDGE_ERROR, NO_PROPOSAL, NO_TOOL_CALL, OK, SCHEMA, Judge, Proposal,
+                                    clip_text, config_get, register, render_trajectory, segment_problem)
 from prover_jax.judges.client import ChatEndpoint, Usage, is_self_hosted, join_path  # noqa: F401  (re-export)
 from prover_jax.judges.tools import FailureIndex, as_int, parse_arguments, tool_specs
 
@@ -68,6 +74,41 @@ DEFAULT_MAX_TOOL_ROUNDS = 8
 TOOL_CHOICES = ("auto", "required")
 
 
+class Spend(Usage):
+    """One proposal's usage counters and repair turns."""
+
+    def __init__(self):
+        super().__init__()
+        self.repairs = 0
+
+
+def read_tool_calls(msg: dict) -> tuple[list[dict], str | None]:
+    """The reply's tool calls as they are echoed back ({id, type, function: {name, arguments text}}),
+    and what is wrong with those that cannot be read (None if all can): tool_calls not a list, an
+    entry or its function not an object, arguments that are not JSON-serialisable."""
+    raw = msg.get("tool_calls")
+    if raw is None:
+        return [], None
+    if not isinstance(raw, list):
+        return [], f"tool_calls must be a list of tool calls, got {type(raw).__name__}"
+    calls, problems = [], []
+    for j, c in enumerate(raw):
+        fn = c.get("function") if isinstance(c, dict) else None
+        if not isinstance(fn, dict):
+            problems.append(f"tool call {j} is not an object with a function object: {clip_text(repr(c), 80)}")
+            continue
+        args = fn.get("arguments")
+        if not isinstance(args, str):
+            try:
+                args = json.dumps(args)
+            except (TypeError, ValueError):
+                problems.append(f"tool call {j} has arguments that are neither text nor JSON")
+                continue
+        calls.append({"id": str(c.get("id") or f"call_{j}"), "type": "function",
+                      "function": {"name": str(fn.get("name") or ""), "arguments": args}})
+    return calls, "; ".join(problems) or None
+
+
 @register("openai")
 class OpenAIJudge(Judge):
     """See the module docstring."""
@@ -75,9 +116,9 @@ class OpenAIJudge(Judge):
     def __init__(self, *, model: str, cache: bool = True, workdir: str | None = None, max_repairs: int = 3,
                  max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS, preview_chars: int = 2500,
                  tool_choice: str = "auto", **endpoint: Any):
-        """endpoint: `client.ChatEndpoint`'s settings (base_url, api_key_env, api_key, timeout_s,
-        max_retries, max_calls_per_step (default 64), usd_per_m_input, usd_per_m_output, backoff_base_s,
-        backoff_max_s, http_client, sleep)."""
+        """endpoint: `client.ChatEndpoint`'s settings (base_url, api_key_env, api_key, timeout_s (the whole
+        of each request attempt, not each read), max_retries, max_calls_per_step (default 64),
+        usd_per_m_input, usd_per_m_output, backoff_base_s, backoff_max_s, http_client, sleep)."""
         if tool_choice not in TOOL_CHOICES:
             raise ValueError(f"openai judge: tool_choice must be one of {', '.join(TOOL_CHOICES)}, "
                              f"got {tool_choice!r} (config judge.openai.tool_choice)")
@@ -145,12 +186,12 @@ class OpenAIJudge(Judge):
                 f"{index.previews(self.preview_chars) if failures else '(none)'}")
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
-    def _result(self, usage: Usage, reason: str, repairs: int, segment=None, rationale: str = "",
+    def _result(self, usage: Spend, reason: str, segment=None, rationale: str = "",
                 failure_mode: str = "") -> Proposal:
         cost = self.endpoint.cost_usd(usage)
         return Proposal(segment, reason, rationale=rationale, failure_mode=failure_mode, calls=usage.calls,
                         input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost_usd=cost,
-                        repairs=repairs, cached=usage.cached > 0 and usage.calls == 0)
+                        repairs=usage.repairs, cached=usage.cached > 0 and usage.calls == 0)
 
     def _check(self, raw, success, max_segment_turns) -> tuple[tuple[int, int] | None, dict, tuple | None]:
         args, problem = parse_arguments(raw)
@@ -163,33 +204,44 @@ class OpenAIJudge(Judge):
         return (l, r), args, segment_problem(success, l, r, max_segment_turns)
 
     def _propose(self, success, failures, *, max_segment_turns: int, rng: np.random.Generator) -> Proposal:
-        usage, repairs, last = Usage(), 0, None
+        usage = Spend()
+        try:
+            return self._converse(success, failures, max_segment_turns, usage)
+        except Exception as e:
+            e.spent = self._result(usage, JUDGE_ERROR)  # Judge.propose keeps this spend in its judge_error
+            raise
+
+    def _converse(self, success, failures, max_segment_turns: int, usage: Spend) -> Proposal:
+        """The tool loop (module docstring), counting into `usage` as it goes."""
         index = FailureIndex(failures)
         tools = tool_specs(max_segment_turns)
         messages = self.messages(success, failures, max_segment_turns)
+        last = None
         for _ in range(self.max_tool_rounds + self.max_repairs):
             data, reason, detail = self._complete(messages, tools, usage)
             if data is None:
-                return self._result(usage, reason, repairs, rationale=detail)
+                return self._result(usage, reason, rationale=detail)
             msg = data["choices"][0]["message"]
-            calls = []
-            for j, c in enumerate(msg.get("tool_calls") or []):
-                fn = c.get("function") or {}
-                args = fn.get("arguments")
-                calls.append({"id": c.get("id") or f"call_{j}", "type": "function",
-                              "function": {"name": str(fn.get("name") or ""),
-                                           "arguments": args if isinstance(args, str) else json.dumps(args)}})
+            calls, malformed = read_tool_calls(msg)
+            text = str(msg.get("content") or "")
             assistant = {"role": "assistant", "content": msg.get("content") or ""}
             if calls:
                 assistant["tool_calls"] = calls
             messages.append(assistant)
             if not calls:
-                last = (NO_TOOL_CALL, "the reply called no tool")
-                if repairs >= self.max_repairs:
-                    return self._result(usage, NO_TOOL_CALL, repairs, rationale=str(msg.get("content") or ""))
-                repairs += 1
-                messages.append({"role": "user", "content": "You did not call a tool. Inspect the failed "
-                                 "attempts if needed, then answer by calling propose_segment."})
+                if malformed:
+                    last = (SCHEMA, f"the tool calls could not be read: {malformed}")
+                    rationale = f"{text} [rejected: {last[1]}]".strip()
+                    nudge = (f"REJECTED (schema): {last[1]}. Call a tool with a function object holding its "
+                             "name and JSON arguments; answer by calling propose_segment.")
+                else:
+                    last, rationale = (NO_TOOL_CALL, "the reply called no tool"), text
+                    nudge = ("You did not call a tool. Inspect the failed attempts if needed, then answer by "
+                             "calling propose_segment.")
+                if usage.repairs >= self.max_repairs:
+                    return self._result(usage, last[0], rationale=rationale)
+                usage.repairs += 1
+                messages.append({"role": "user", "content": nudge})
                 continue
             for call in calls:
                 name, raw = call["function"]["name"], call["function"]["arguments"]
@@ -197,29 +249,28 @@ class OpenAIJudge(Judge):
                     segment, args, problem = self._check(raw, success, max_segment_turns)
                     rationale, mode = str(args.get("rationale") or ""), str(args.get("failure_mode") or "")
                     if problem is None:
-                        return self._result(usage, OK, repairs, segment, rationale, mode)
+                        return self._result(usage, OK, segment, rationale, mode)
                     last = problem
-                    if repairs >= self.max_repairs:
-                        return self._result(usage, problem[0], repairs,
+                    if usage.repairs >= self.max_repairs:
+                        return self._result(usage, problem[0],
                                             rationale=f"{rationale} [rejected: {problem[1]}]".strip(),
                                             failure_mode=mode)
-                    repairs += 1
+                    usage.repairs += 1
                     content = (f"REJECTED ({problem[0]}): {problem[1]}. Call propose_segment again with a "
-                               f"valid segment (repair {repairs} of {self.max_repairs}).")
+                               f"valid segment (repair {usage.repairs} of {self.max_repairs}).")
+                    messages.append({"role": "tool", "tool_call_id": call["id"], "content": content})
+                    continue
+                args, problem = parse_arguments(raw)
+                if args is None:
+                    content = f"error: {problem}"
+                elif name == "search_trajectory":
+                    content = index.search(args.get("query"), args.get("k", 5))
+                elif name == "get_segment":
+                    content = index.segment(args.get("traj_id"), args.get("start_turn"), args.get("end_turn"))
                 else:
-                    args, problem = parse_arguments(raw)
-                    if args is None:
-                        content = f"error: {problem}"
-                    elif name == "search_trajectory":
-                        content = index.search(args.get("query"), args.get("k", 5))
-                    elif name == "get_segment":
-                        content = index.segment(args.get("traj_id"), args.get("start_turn"), args.get("end_turn"))
-                    else:
-                        content = (f"error: unknown tool {name!r}; use search_trajectory, get_segment or "
-                                   "propose_segment")
+                    content = f"error: unknown tool {name!r}; use search_trajectory, get_segment or propose_segment"
                 messages.append({"role": "tool", "tool_call_id": call["id"], "content": content})
         reason, detail = last if last is not None else (NO_PROPOSAL, "")
-        return self._result(usage, reason, repairs,
+        return self._result(usage, reason,
                             rationale=f"no valid proposal within {self.max_tool_rounds + self.max_repairs} "
                                       f"model calls {detail}".strip())
-

@@ -233,7 +233,7 @@ def default_config() -> ml_collections.ConfigDict:
     c.judge.openai.base_url = ""  # any OpenAI-compatible endpoint (empty: the client's default)
     c.judge.openai.model = "gpt-4.1-mini"  # the judge model
     c.judge.openai.api_key_env = "OPENAI_API_KEY"  # env variable with the key (not needed when self-hosted)
-    c.judge.openai.timeout_s = 60.0  # per request
+    c.judge.openai.timeout_s = 60.0  # bounds each request attempt as a whole (not each read)
     c.judge.openai.max_retries = 4  # retries of 429 / 5xx / connection errors, exponential backoff
     c.judge.openai.max_calls_per_step = 64  # budget; over it, proposals are dropped (reason: budget)
     c.judge.openai.usd_per_m_input = 0.4  # price per million prompt tokens (judge/cost_usd)
