@@ -33,6 +33,7 @@ import numpy as np
 from prover_jax.sampling.driver_types import (CACHE_FULL, LENGTH, STOP, Call, Completion, Context, Finished, Job,
                                               LiveSample, Request, finish)
 from prover_jax.sampling.engine import Engine
+from prover_jax.sampling.engine_fns import first_row
 from prover_jax.sampling.engine_types import MAX_STOP_IDS, MIN_PROMPT_BUCKET, RUNNING, Prefix, bucket
 from prover_jax.sampling.sampler import SamplingParams
 from prover_jax.sampling.stops import StopSpec, StopStrings, token_bytes
@@ -352,10 +353,10 @@ class Driver:
             start = 0 if ctx is None else ctx.length - 1  # tokens in the context's cache
             tokens = job.tokens
             while tokens.size > step:  # leading pieces of a long prompt, one by one
-                existing = engine.prefill_batch(  # one row, one sample
+                existing = first_row(engine.prefill_batch(  # one row, one sample
                     params=self.params, padded_tokens=tokens[None, :step], true_lengths=[step],
                     samplers=[SamplingParams()], rngs=[None], num_samples=[1], existing_prefixes=[existing],
-                    existing_lengths=[start])
+                    existing_lengths=[start]))
                 start += step
                 tokens = tokens[step:]
                 self.stats["prefill_calls"] += 1

@@ -45,8 +45,8 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh
 
-from prover_jax.sampling.engine_fns import (decode_steps, extract_slot, init_state, insert_samples, prefill_rows,
-                                            select_sample, state_axes)
+from prover_jax.sampling.engine_fns import (decode_steps, extract_slot, first_row, init_state, insert_samples,
+                                            prefill_rows, select_sample, state_axes)
 from prover_jax.sampling.engine_types import (MAX_STOP_IDS, NO_LIMIT, RUNNING, STOPPED_CACHE_FULL,
                                               STOPPED_ID, STOPPED_LENGTH, STOPPED_STRING, DecodeState, Prefix,
                                               ResultTokens, bucket, length_buckets_of,
@@ -209,7 +209,7 @@ class Engine:
                                     samplers=[sampler or SamplingParams()], rngs=[rng],
                                     num_samples=[num_samples], existing_prefixes=[existing_prefix])
         N = int(num_samples)
-        prefix = jax.tree.map(lambda a: a[:N], prefix.replace(cache=None)).replace(cache=prefix.cache)
+        prefix = jax.tree.map(lambda a: a[:N], prefix.replace(cache=None)).replace(cache=first_row(prefix).cache)
         return prefix, ResultTokens(prefix.token_N, prefix.logprob_N, jnp.ones((N,), bool))
 
     def check_tokens(self, tokens: np.ndarray, what: str = "prompt") -> None:
@@ -255,7 +255,7 @@ class Engine:
                 raise ValueError(f"num_samples must be >= 1, got {num_samples[b]}")
             existing = existing_prefixes[b]
             if existing is not None and self._model.cache_lengths(existing.cache).shape[0] != 1:
-                raise ValueError("existing_prefix must hold a single cache row")
+                raise ValueError("existing_prefix must hold a single cache row (see engine_fns.first_row)")
             if existing is None:
                 start = 0
             elif existing_lengths is not None:

@@ -10,6 +10,7 @@ moved leaf by leaf along the leading (row) axis.
     decode_steps    `steps` decode steps of every active slot (lax.scan), end conditions on the device
     extract_slot    a slot's live sequence as a one-row Prefix
     select_sample   one sample of a Prefix with its cache row (jitted here: no model, no state)
+    first_row       a Prefix cut to its cache row 0: a one-row prefill padded to R rows as one row
 """
 
 from __future__ import annotations
@@ -148,3 +149,17 @@ def select_sample(prefix: Prefix, j) -> Prefix:
                   token_N=one(prefix.token_N), logprob_N=one(prefix.logprob_N), rng_Nx2=one(prefix.rng_Nx2),
                   temperature_N=one(prefix.temperature_N), top_k_N=one(prefix.top_k_N),
                   top_p_N=one(prefix.top_p_N))
+
+
+@jax.jit
+def _row0(cache):
+    return jax.tree.map(lambda a: a[:1], cache)
+
+
+def first_row(prefix: Prefix) -> Prefix:
+    """`prefix` with its cache cut to row 0: a one-row prefill (`prefill_batch` pads it to rows_for(1)
+    rows) as a one-row prefix, e.g. an existing_prefix; `prefix` itself (no device op) when its cache
+    holds one row."""
+    if jax.tree.leaves(prefix.cache)[0].shape[0] == 1:
+        return prefix
+    return prefix.replace(cache=_row0(prefix.cache))

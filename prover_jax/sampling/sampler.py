@@ -3,10 +3,14 @@
     tokens_B, logprobs_B = sample(logits_BxV, rng, temperature_B, top_k_B, top_p_B)
 
 Every control is a per-row array, so one compiled function serves a batch mixing greedy and sampled
-requests. A row is greedy (argmax) when its temperature is 0. Otherwise the token is drawn from
-softmax(logits / temperature) restricted to the kept set: the top_k largest logits (top_k = 0: all),
-then the smallest prefix of those, by decreasing probability, whose mass reaches top_p. Tokens whose
-logit ties the smallest kept logit are kept too; nothing outside the kept set is ever drawn.
+requests. A row is greedy (argmax) when its temperature is below GREEDY_TEMPERATURE (1e-5, vLLM's
+epsilon: logits / temperature would overflow fp32 long before 0). Otherwise the token is drawn from
+softmax(logits / temperature) restricted to the kept set, as transformers' TopKLogitsWarper then
+TopPLogitsWarper keep it (and vLLM): top-k keeps every logit >= the k-th largest (top_k = 0: all;
+ties at the k-th are all kept, so more than k may be); top-p then keeps the shortest prefix of those,
+in decreasing order, whose renormalised mass reaches top_p (mass before a token < top_p), equal logits
+ordered by decreasing token id (the order HF's stable ascending sort gives), so a cut through tied
+logits keeps the highest ids. Nothing outside the kept set is ever drawn.
 
 The returned logprob is log_softmax(logits)[token] of the RAW logits (temperature 1, no filtering),
 i.e. the log-probability of the token under the policy itself. This is what a policy-gradient loss
@@ -22,11 +26,13 @@ import jax
 import jax.numpy as jnp
 
 MASK_BITS = 32  # tokens per int32 word of a token bitmask (constrained decoding)
+GREEDY_TEMPERATURE = 1e-5  # temperatures below it are greedy (argmax)
 
 
 @dataclasses.dataclass(frozen=True)
 class SamplingParams:
-    """Sampling controls of one request. temperature 0 = greedy; top_k 0 = no top-k; top_p 1 = no top-p."""
+    """Sampling controls of one request. temperature < GREEDY_TEMPERATURE (1e-5; 0 included) = greedy;
+    top_k 0 = no top-k; top_p 1 = no top-p."""
 
     temperature: float = 0.0
     top_k: int = 0
@@ -42,7 +48,7 @@ class SamplingParams:
 
     @property
     def greedy(self) -> bool:
-        return self.temperature == 0.0
+        return self.temperature < GREEDY_TEMPERATURE
 
 
 def _is_typed_key(rng) -> bool:
@@ -60,18 +66,26 @@ def row_keys(rng, batch: int):
 
 
 def kept_mask(logits_BxV, top_k_B, top_p_B):
-    """bool [B, V]: tokens that top-k then top-p keep (applied to already temperature-scaled logits)."""
+    """bool [B, V]: tokens that top-k then top-p keep (applied to already temperature-scaled logits).
+
+    With s the logits sorted in decreasing order (equal ones by decreasing token id): top-k keeps
+    s >= s[k-1]; top-p keeps rank r of those iff sum_{i<r} softmax(kept s)_i < top_p (rank 0 always).
+    The last kept rank's logit t and the c kept ranks equal to it give: logit > t, or logit == t and
+    fewer than c tokens of logit t have a higher id.
+    """
     B, V = logits_BxV.shape
     sorted_BxV = -jnp.sort(-logits_BxV, axis=-1)  # descending
     k_B = jnp.where(top_k_B > 0, jnp.minimum(top_k_B, V), V).astype(jnp.int32)
-    rank = jnp.arange(V, dtype=jnp.int32)[None, :]
-    in_k = rank < k_B[:, None]
+    in_k = sorted_BxV >= jnp.take_along_axis(sorted_BxV, (k_B - 1)[:, None], axis=-1)  # ties at k-th kept
     probs = jax.nn.softmax(jnp.where(in_k, sorted_BxV, -jnp.inf), axis=-1)
     mass_before = jnp.cumsum(probs, axis=-1) - probs
     keep_sorted = in_k & ((mass_before < top_p_B[:, None]) | (top_p_B[:, None] >= 1.0))
     n_keep = jnp.maximum(jnp.sum(keep_sorted, axis=-1), 1)  # the top token is always kept
     threshold = jnp.take_along_axis(sorted_BxV, (n_keep - 1)[:, None], axis=-1)
-    return logits_BxV >= threshold
+    ties_kept = n_keep[:, None] - jnp.sum(sorted_BxV > threshold, axis=-1, keepdims=True)
+    tie = (logits_BxV == threshold).astype(jnp.int32)
+    higher_ids = jnp.cumsum(tie[:, ::-1], axis=-1)[:, ::-1] - tie  # tied tokens of a higher id
+    return (logits_BxV > threshold) | ((tie > 0) & (higher_ids < ties_kept))
 
 
 def mask_words(vocab_size: int) -> int:
@@ -101,7 +115,7 @@ def sample(logits_BxV, rng, temperature_B, top_k_B, top_p_B, allowed_BxW=None):
     temperature_B = jnp.broadcast_to(jnp.asarray(temperature_B, jnp.float32), (B,))
     top_k_B = jnp.broadcast_to(jnp.asarray(top_k_B, jnp.int32), (B,))
     top_p_B = jnp.broadcast_to(jnp.asarray(top_p_B, jnp.float32), (B,))
-    greedy_B = temperature_B <= 0.0
+    greedy_B = temperature_B < GREEDY_TEMPERATURE
     scaled = logits / jnp.where(greedy_B, 1.0, temperature_B)[:, None]
     # the [B, V] sort of kept_mask is skipped when no row filters
     filters = jnp.any(~greedy_B & ((top_k_B > 0) | (top_p_B < 1.0)))

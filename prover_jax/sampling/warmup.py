@@ -15,6 +15,7 @@ import time
 import jax
 import numpy as np
 
+from prover_jax.sampling.engine_fns import first_row
 from prover_jax.sampling.engine_types import all_lengths
 from prover_jax.sampling.sampler import SamplingParams
 from prover_jax.sampling.stops import StopSpec
@@ -24,8 +25,9 @@ def compile_shapes(engine, params, table, min_bucket: int, steps_per_call: int) 
     """Runs each compiled program once on dummy inputs; returns the seconds it took."""
     t0 = time.perf_counter()
     lengths = all_lengths(engine.length_buckets, min_bucket, engine.max_prefill_length)
-    one = engine.prefill_batch(params=params, padded_tokens=np.zeros((1, 1), np.int32), true_lengths=[1],
-                               samplers=[SamplingParams()], rngs=[0], num_samples=[1], existing_prefixes=[None])
+    one = first_row(engine.prefill_batch(  # a one-row prefix, as the driver's long prompts make
+        params=params, padded_tokens=np.zeros((1, 1), np.int32), true_lengths=[1], samplers=[SamplingParams()],
+        rngs=[0], num_samples=[1], existing_prefixes=[None]))
     for rows in engine.row_buckets:
         for n, T in enumerate(lengths):
             prefix = engine.prefill_batch(
