@@ -18,8 +18,8 @@ def _si(x, unit=""):
 
 def main(path):
     rows = [json.loads(line) for line in open(path) if line.strip()]
-    print("| run | fn | mesh | GiB/chip (of HBM) | headroom | flops/chip (vs 6NT+attn) | HBM bytes/chip | "
-          "est. time (bound) | est. MFU | tokens/s/chip | compile |")
+    print("| run | fn | mesh | GiB/chip (of HBM) | headroom | flops/chip (vs model flops) | HBM bytes/chip | "
+          "collective bytes/chip | est. time (bound) | est. MFU | tokens/s/chip | compile |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if "error" in r:

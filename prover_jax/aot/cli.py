@@ -18,8 +18,10 @@ estimated_s = roofline max(flops / peak, bytes / HBM bandwidth, collective bytes
 (`bound` says which: compute, memory or interconnect);
 the compiler's optimal_seconds beside it only when positive. Pallas kernels (splash attention) give
 no flop count: their analytic flops are added (kernel_flops_per_device). estimated_mfu = model_flops (analytic
-6 N T + attention, per chip) / (estimated_s x peak). For generate, hbm_floor_s = argument bytes
-(weights + cache + state, all read once per step) / HBM bandwidth.
+6 N T + attention, 4 N T + attention with a frozen base (LoRA: no weight gradients), per chip) /
+(estimated_s x peak). For generate, hbm_floor_s = the argument bytes a step reads (weights + cache +
+state, once per step; an untied embedding table, of which it gathers a row per slot, left out:
+unread_gib) / HBM bandwidth.
 """
 
 from __future__ import annotations
@@ -72,7 +74,8 @@ def analyse(prog, compiled, hlo_text: str, chip, n_devices: int, compile_s: floa
         out["params_gib"] = round(prog.params_bytes / GIB, 6)
         out["resident_gib"] = round(prog.resident_bytes / GIB, 6)
     if prog.fn == "generate":
-        out["hbm_floor_s"] = mem.argument_size_in_bytes / chip.hbm_bandwidth
+        out["unread_gib"] = round(prog.unread_bytes / GIB, 6)  # e.g. an untied embedding: rows gathered
+        out["hbm_floor_s"] = (mem.argument_size_in_bytes - prog.unread_bytes) / chip.hbm_bandwidth
         out["vs_floor"] = round(est / out["hbm_floor_s"], 2) if out["hbm_floor_s"] else None
     return out
 

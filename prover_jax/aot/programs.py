@@ -22,6 +22,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
@@ -41,10 +42,13 @@ class Program:
     args: tuple  # ShapeDtypeStructs with shardings
     mesh: Mesh
     tokens: int  # tokens processed per call
-    model_flops: float  # analytic 6 N T (+ attention) for train, 2 N T for inference (global)
+    model_flops: float  # analytic 6 N T (4 N T with a frozen base: LoRA) (+ attention) for train, 2 N T
+    # for inference (global)
     kernel_flops: float = 0.0  # analytic flops inside Pallas kernels (uncounted by the jaxpr walk)
     params_bytes: float = 0.0  # logprob: per chip, the params it scores under
     resident_bytes: float = 0.0  # logprob: per chip, what the run holds beside the train state (the reference)
+    unread_bytes: float = 0.0  # generate: per chip, argument bytes a step does not read whole (an untied
+    # embedding table, of which it gathers one row per slot)
 
 
 def model_config(config):
@@ -212,7 +216,9 @@ def train_program(config, mesh: Mesh) -> Program:
                            logprob_chunk=c.train.logprob_chunk or None, epochs=c.train.ppo_epochs,
                            mini_batches=c.train.mini_batches)
     tokens = M * mb * L
-    per_token = 6.0 * matmul_params(cfg) + 3.0 * attention_flops_per_token(cfg, L // 2)
+    # forward 2N, backward 2N for the activations' gradients and 2N for the weights' (none for a frozen
+    # base: LoRA's adapters are a rounding error); attention forward + backward 3x
+    per_token = (6.0 if frozen is None else 4.0) * matmul_params(cfg) + 3.0 * attention_flops_per_token(cfg, L // 2)
     kernel = 0.0
     if runtime.attention in ("splash", "cudnn"):  # kernels: forward, backward (2x), the remat's forward again
         kernel = (3.0 + (runtime.remat != "none")) * full_attention_flops_per_token(cfg, L // 2) * tokens
@@ -252,6 +258,15 @@ def host_mesh(mesh: Mesh, tensor: int) -> Mesh:
     return engine_mesh(mesh, tensor, devices=[mesh.devices.flat[0]])
 
 
+def _leaf_bytes(tree, name: str) -> float:
+    """Per-device bytes of the leaves of `tree` (ShapeDtypeStructs with shardings) under a key `name`."""
+    total = 0.0
+    for path, x in jax.tree_util.tree_flatten_with_path(tree)[0]:
+        if any(name in str(k) for k in path):
+            total += np.prod(x.sharding.shard_shape(x.shape)) * np.dtype(x.dtype).itemsize
+    return float(total)
+
+
 def engine_programs(config, mesh: Mesh, fns) -> list[Program]:
     from prover_jax.sampling import Engine
 
@@ -272,7 +287,8 @@ def engine_programs(config, mesh: Mesh, fns) -> list[Program]:
         rep = NamedSharding(emesh, P())
         table = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=rep), engine.no_stops)
         allowed = jax.ShapeDtypeStruct((S, engine.mask_words), jnp.int32, sharding=rep)  # token bitmasks
-        out.append(Program("generate", engine._generate, (params, state, table, 1, allowed), emesh, S, flops))
+        out.append(Program("generate", engine._generate, (params, state, table, 1, allowed), emesh, S, flops,
+                           unread_bytes=0.0 if cfg.tie_word_embeddings else _leaf_bytes(params, "embed_tokens")))
     if "prefill" in fns:
         R, T = PREFILL_ROWS, r.max_prefill_length
         abstract = jax.eval_shape(lambda: model.init_cache(R, r.max_target_length, compute))  # DecodeModel

@@ -206,6 +206,8 @@ def test_a_lora_layout_holds_the_adapters_state_only(tiny_model):
         return sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(tree))
 
     assert total_bytes(state) < 0.25 * total_bytes(full.args[0])
+    # useful flops: no weight gradients for the frozen base, 4 N T + 3 attention against 6 N T + 3 attention
+    assert 4 / 6 <= lora.model_flops / full.model_flops < 0.8
     assert per_chip_bytes(base) == per_chip_bytes(full.args[0].params)  # the base is whole, not trained
     (row,) = run(c, "v6e-8", ["train_step"])
     assert row["fits"] is True and row["per_device_gib"] > 0
