@@ -55,8 +55,9 @@ def _n(s: dict) -> int:
 
 
 def _gain(s: dict) -> str:
-    """after - before in points, +- the standard error of the difference of two independent evaluations
-    (an upper bound: the same held-out tasks are evaluated both times)."""
+    """after - before in points, +- the standard error of the difference as if the two evaluations were
+    independent (the same held-out tasks are evaluated both times: positively correlated outcomes make
+    it an overestimate, negatively correlated ones an underestimate)."""
     a, b = s.get("eval_after_rl", {}), s.get("eval_before_rl", {})
     d = a.get("eval/success", 0) - b.get("eval/success", 0)
     se = (a.get("eval/success_se", 0) ** 2 + b.get("eval/success_se", 0) ** 2) ** 0.5

@@ -168,6 +168,25 @@ def test_report_numbers(tmp_path):
     assert os.path.getsize(paths["png"]) > 1000
 
 
+def test_fewer_paired_seeds_are_named_and_spend_is_the_running_total(tmp_path):
+    """A baseline that lost a seed: Δ is over the seeds both have, and says so. A skipped update is not
+    a step; a resumed run's spend is its last row's running total (dropped steps spent too)."""
+    base = [report.load_run(new_style(str(tmp_path / f"g{s}"), p), s) for s, p in ((0, 0.6), (1, 0.7))]
+    other = [report.load_run(new_style(str(tmp_path / f"p{s}"), p), s) for s, p in ((0, 0.62), (1, 0.74), (2, 0.4))]
+    rows = md_table(report.markdown(report.summarize({"grpo": base, "prover": other})))
+    assert rows["prover"]["seeds"] == "3" and "(2 of 3 seeds)" in rows["prover"]["Δ vs grpo"]
+    assert "of" not in rows["prover"]["RL gain"]
+    train = [{"step": 1, "success_rate": 0.5, "policy_tokens": 10, "judge/calls": 1, "total/judge/calls": 5},
+             {"step": 1, "success_rate": 0.5, "policy_tokens": 10, "applied": False, "judge/calls": 1,
+              "total/judge/calls": 6},
+             {"step": 2, "success_rate": 0.5, "policy_tokens": 10, "judge/calls": 1, "total/judge/calls": 7}]
+    run = report.load_run(write_run(str(tmp_path / "resumed"), train), 0)
+    assert run["steps"] == 2 and run["judge_calls"] == 7
+    from prover_jax.training.run import _totals
+    t = _totals(train, headline=())
+    assert t["rl_steps"] == 2 and t["judge_calls"] == 7
+
+
 def test_report_empty_and_missing(tmp_path):
     """A folder with no files, a run with no eval at all: no crash, "-" where nothing is defined."""
     empty = report.load_run(str(tmp_path / "missing"), 0)
