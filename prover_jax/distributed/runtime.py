@@ -136,6 +136,10 @@ def check_layout(*, num_processes: int, num_devices: int, mesh: tuple[int, int, 
     """ValueError naming both numbers when the mesh does not fit the global device count or the
     step's task groups do not split over the processes."""
     shape = list(mesh)
+    bad = [f"{axis}={n}" for axis, n in zip(("data", "fsdp", "tensor"), shape) if n == 0 or n < -1]
+    if bad:
+        raise ValueError(f"mesh (data, fsdp, tensor) = {tuple(mesh)}: {', '.join(bad)}; each axis is a positive "
+                         "device count, or -1 for the devices the others leave")
     if shape.count(-1) > 1:
         raise ValueError(f"mesh (data, fsdp, tensor) = {tuple(mesh)}: at most one axis may be -1")
     fixed = math.prod(s for s in shape if s != -1)

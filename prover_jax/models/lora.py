@@ -60,8 +60,9 @@ class LoraSpec:
         if bad or not targets:
             raise ValueError(f"model.lora.targets: unknown module names {bad}; choose from "
                              f"{', '.join(KNOWN_TARGETS)}")
-        if not 0.0 <= float(section.dropout) < 1.0:
-            raise ValueError(f"model.lora.dropout must lie in [0, 1), got {section.dropout}")
+        if float(section.dropout) != 0.0:  # qwix draws it from module rngs the jitted step does not carry:
+            # the first step failed, and a mask kept in the frozen base would repeat every step
+            raise ValueError(f"model.lora.dropout = {section.dropout}: adapter dropout is not supported; set it to 0")
         return cls(int(section.rank), float(section.alpha), targets, float(section.dropout))
 
     def to_json(self) -> dict:

@@ -1,12 +1,13 @@
 """The step's selected groups -> the global [M, mb, L] train batch, its shapes agreed over processes.
 
-    trajs, rows, batch, overlong = train_batch(config, mesh, selected)   # selected: dynamic.Selected
+    trained, rows, batch, overlong = train_batch(config, mesh, selected)   # selected: dynamic.Selected
     rows, batch = global_batch(config, mesh, trajs, advantages, trained)
 
 `train_batch`: the groups trained on (the credit method's, enlarged when it added episodes, or those
 dynamic sampling kept; else the played ones), their advantages with DAPO's overlong penalty
 (loss.overlong_penalty, `credit.shaping`), and loss.mask_truncated's and dynamic sampling's
-context-only episodes out of the loss; `overlong` is the mean penalty.
+context-only episodes out of the loss (`trained`: the episodes the loss sees); `overlong` is the mean
+penalty.
 
 L (the longest episode of any process, padded to train.length_multiple; packed: train.max_tokens_per_row)
 and the row count B (the most any process needs) are agreed with `allgather_json`, so every process
@@ -55,4 +56,4 @@ def train_batch(config, mesh, selected) -> tuple[list[Trajectory], dict[str, np.
     trained = [k and t.uid not in selected.context
                for k, t in zip(trained_episodes(trajs, c.loss.mask_truncated), trajs)]
     rows, batch = global_batch(c, mesh, trajs, [a for ads in advantages for a in ads], trained)
-    return trajs, rows, batch, overlong
+    return [t for t, k in zip(trajs, trained) if k], rows, batch, overlong

@@ -69,7 +69,7 @@ def default_config() -> ml_collections.ConfigDict:
     c.model.lora.alpha = 16.0  # the adapter's scale is alpha / rank
     c.model.lora.targets = ("q_proj", "k_proj", "v_proj", "o_proj", "in_proj_qkv", "in_proj_z", "out_proj",
                             "gate_proj", "up_proj", "down_proj")  # the projections that get adapters
-    c.model.lora.dropout = 0.0  # dropout on the adapter's input
+    c.model.lora.dropout = 0.0  # dropout on the adapter's input: only 0 (not supported in the train step)
 
     # Tokenizer: the checkpoint's (hf / checkpoint), else trained on the env's text.
     c.tokenizer = ml_collections.ConfigDict()

@@ -29,7 +29,7 @@ from prover_jax.credit.base import EXTRA_TOKENS, Merge
 
 BASE = Merge(sums=("episodes", "trained_episodes", "turns_total", "policy_tokens", EXTRA_TOKENS),
              means=(("success_rate", "episodes"), ("truncated_frac", "episodes"), ("score", "episodes"),
-                    ("turns", "episodes"), ("invalid_action_frac", "turns_total")))
+                    ("turns", "episodes"), ("invalid_action_frac", "turns_total"), ("overlong_penalty", "episodes")))
 MAXED_PREFIXES = ("time/", "compiles")
 
 

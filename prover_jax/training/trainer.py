@@ -163,7 +163,7 @@ class Trainer:
         else:
             chosen, _ = self._collect()
         t0 = time.perf_counter()
-        trajs, rows, batch, overlong = assemble.train_batch(c, run.mesh, chosen)
+        trained, rows, batch, overlong = assemble.train_batch(c, run.mesh, chosen)
         if c.loss.kl_coef > 0:
             if self.ref_params is None:  # the first RL step of the run: the policy RL starts from
                 self.ref_params = jax.tree.map(jnp.copy, run.policy.weights(self.state.params))
@@ -185,7 +185,7 @@ class Trainer:
         update_s = time.perf_counter() - t0 - overlap_s
         self._count_skips(applied=self.step > before)
         row = {"step": before + 1, "applied": self.step > before, "tasks": chosen.seeds,
-               **episode_metrics(chosen.played), "trained_episodes": len(trajs), **m, "overlong_penalty": overlong,
+               **episode_metrics(chosen.played), "trained_episodes": len(trained), **m, "overlong_penalty": overlong,
                "batch_fill": float(rows["valid"].mean()),  # real tokens / batch positions (this process's rows)
                "time/update_s": update_s, "time/step_s": time.perf_counter() - t_step,
                "compiles": self.compiles.take()}

@@ -108,3 +108,7 @@ def test_lora_config_is_checked():
     c.targets = ("q_proj", "embed_tokens")
     with pytest.raises(ValueError, match="model.lora.targets"):
         LoraSpec.from_config(c)
+    c.targets = ("q_proj",)
+    c.dropout = 0.1  # qwix would draw it from module rngs the jitted step does not carry: refused up front
+    with pytest.raises(ValueError, match="model.lora.dropout = 0.1: adapter dropout is not supported"):
+        LoraSpec.from_config(c)

@@ -340,6 +340,9 @@ def test_gs_workdir_round_trips_checkpoints_and_metrics(tmp_path):
 def test_layout_check_names_both_numbers():
     from prover_jax.distributed import check_layout
     check_layout(num_processes=2, num_devices=8, mesh=(1, -1, 1), groups_per_step=4)
+    for mesh, axis in (((1, 0, 1), "fsdp=0"), ((-2, 4, 1), "data=-2"), ((0, -1, 1), "data=0")):
+        with pytest.raises(ValueError, match=axis):  # named, not a ZeroDivisionError or an IndexError later
+            check_layout(num_processes=1, num_devices=8, mesh=mesh, groups_per_step=4)
     with pytest.raises(ValueError, match=r"\(1, 3, 1\).*8 devices of the 2 processes"):
         check_layout(num_processes=2, num_devices=8, mesh=(1, 3, 1), groups_per_step=4)
     with pytest.raises(ValueError, match=r"\(1, 4, 1\).*8 devices"):
@@ -368,6 +371,9 @@ def test_merged_metrics_weigh_and_add_up():
     assert m["prover/extra_token_frac"] == pytest.approx(40 / 200)
     assert m["time/rollout_s"] == 3.0 and m["prover/dropped/schema"] == 1
     assert merge_rows([a]) == a
+    # the overlong penalty is a mean over each process's episodes, not process 0's
+    o = merge_rows([{"episodes": 4, "overlong_penalty": -0.4}, {"episodes": 4, "overlong_penalty": 0.0}])
+    assert o["overlong_penalty"] == pytest.approx(-0.2)
 
 
 @pytest.mark.parametrize("method, counts, means", [
