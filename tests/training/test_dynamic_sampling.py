@@ -120,7 +120,8 @@ def test_refill_and_mask_truncated_in_the_trainer(tmp_path):
         assert row["tasks"] == expected_tasks(c, 0) + expected_tasks(c, 1)
         assert row["dynamic/draws"] == 2 and row["dynamic/kept_groups"] == 2
         assert row["dynamic/dropped_groups"] == 2 and row["dynamic/extra_episodes"] == 4
-        assert row["episodes"] == 8 and row["trained_episodes"] == 4 and row["truncated_frac"] == 1 / 8
+        # the truncated one is masked: the loss sees 3
+        assert row["episodes"] == 8 and row["trained_episodes"] == 3 and row["truncated_frac"] == 1 / 8
         assert row["success_rate"] == 2 / 8 and row["applied"]
         # the loss saw the second batch's policy tokens, less those of the truncated episode
         assert row["num_tokens"] == sum(x.num_policy_tokens for x in played[1]) - played[1][1].num_policy_tokens
