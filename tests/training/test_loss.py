@@ -51,8 +51,8 @@ def np_loss(d, *, eps_low, eps_high, dual_clip=0.0, aggregation="token-mean", kl
     pg = np.maximum(pg1, pg2)
     if dual_clip > 1:
         pg = np.where(a < 0, np.minimum(pg, -a * dual_clip), pg)
-    dk = np.clip(d["ref"] - d["logp"], -10, 10)
-    kl = np.exp(dk) - dk - 1
+    dk = np.clip(d["ref"] - d["logp"], -20, 20)
+    kl = np.minimum(np.exp(dk) - dk - 1, 10.0)  # k3, clamped to 10 (spec, verl)
     loss = (np_agg(pg, d["mask"], aggregation) + kl_coef * np_agg(kl, d["mask"], aggregation)
             - entropy_coef * np_agg(d["ent"], d["mask"], aggregation))
     m = d["mask"]
@@ -122,7 +122,7 @@ def test_truncated_importance_weights():
 
 def test_kl_and_entropy_terms():
     d = make_inputs(3, 0.3)
-    d["ref"][1, 5] = d["logp"][1, 5] + 30.0  # beyond the [-10, 10] clamp
+    d["ref"][1, 5] = d["logp"][1, 5] + 30.0  # k3 far beyond its clamp of 10
     d["mask"][1, 5] = True
     base = check(d, **EPS)
     with_kl = check(d, **EPS, kl_coef=0.1)
