@@ -63,7 +63,9 @@ def global_batch(rows: dict[str, np.ndarray], mesh: Mesh, micro_batch_size: int)
     When the mesh splits every micro-batch's sequences over the processes, each process supplies
     only its own sequences (`jax.make_array_from_process_local_data`, no host traffic); otherwise
     (sequences replicated across hosts) the rows are all-gathered first. The loss is a sum over
-    sequences, so where a sequence lands in the batch does not change it.
+    sequences, so where a sequence lands in the batch does not change it. Split rows interleave the
+    processes' sequences within each micro-batch, so the micro-batches (and, with train.mini_batches
+    > 1, the PPO mini-batches, each an optimizer step) hold other sequences than on one host.
     """
     mb = int(micro_batch_size)
     n_proc = jax.process_count()
