@@ -22,7 +22,6 @@ import math
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
@@ -258,13 +257,9 @@ def host_mesh(mesh: Mesh, tensor: int) -> Mesh:
     return engine_mesh(mesh, tensor, devices=[mesh.devices.flat[0]])
 
 
-def _leaf_bytes(tree, name: str) -> float:
-    """Per-device bytes of the leaves of `tree` (ShapeDtypeStructs with shardings) under a key `name`."""
-    total = 0.0
-    for path, x in jax.tree_util.tree_flatten_with_path(tree)[0]:
-        if any(name in str(k) for k in path):
-            total += np.prod(x.sharding.shard_shape(x.shape)) * np.dtype(x.dtype).itemsize
-    return float(total)
+def _under(tree, name: str) -> list:
+    """The leaves of `tree` under a key `name`."""
+    return [x for path, x in jax.tree_util.tree_flatten_with_path(tree)[0] if any(name in str(k) for k in path)]
 
 
 def engine_programs(config, mesh: Mesh, fns) -> list[Program]:
@@ -287,8 +282,10 @@ def engine_programs(config, mesh: Mesh, fns) -> list[Program]:
         rep = NamedSharding(emesh, P())
         table = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=rep), engine.no_stops)
         allowed = jax.ShapeDtypeStruct((S, engine.mask_words), jnp.int32, sharding=rep)  # token bitmasks
+        # an untied embedding table: the step gathers one row per slot of it
+        unread = 0.0 if cfg.tie_word_embeddings else per_chip_bytes(_under(params, "embed_tokens"))
         out.append(Program("generate", engine._generate, (params, state, table, 1, allowed), emesh, S, flops,
-                           unread_bytes=0.0 if cfg.tie_word_embeddings else _leaf_bytes(params, "embed_tokens")))
+                           unread_bytes=unread))
     if "prefill" in fns:
         R, T = PREFILL_ROWS, r.max_prefill_length
         abstract = jax.eval_shape(lambda: model.init_cache(R, r.max_target_length, compute))  # DecodeModel

@@ -21,6 +21,8 @@ import os
 
 import numpy as np
 
+from prover_jax.training.metrics import applied_steps, spent
+
 TIMES = ("rollout", "credit_wait", "update", "step")
 
 
@@ -92,23 +94,20 @@ def load_run(folder: str, seed: int | None = None, eval_episodes: int | None = N
     def total(k):
         return float(sum(float(r.get(k) or 0) for r in train))
 
-    def spent(k):  # the running total/* of the last row: steps dropped at a resume spent too
-        return float(train[-1][f"total/{k}"]) if train and f"total/{k}" in train[-1] else total(k)
-
     def per_step(k):  # the median: a paused or loaded stretch of the run does not move it
         have = [float(r[k]) for r in train if _num(r.get(k)) is not None]
         return float(np.median(have)) if have else None
 
     policy, valid = total("policy_tokens"), total("prover/valid_proposals")
     return {
-        "folder": folder, "seed": seed, "steps": sum(r.get("applied", True) is not False for r in train),
+        "folder": folder, "seed": seed, "steps": applied_steps(train),
         "last_step": last, "evals": curve,
         "final_success": final and final["success"], "final_se": final and final["se"],
         "total_tokens": token_cum[-1] if token_cum else 0.0,
         "policy_tokens_per_step": policy / len(train) if train else None,
         "extra_token_frac": (token_cum[-1] - policy) / policy if policy else None,
         "time_per_step": {k: per_step(f"time/{k}_s") for k in TIMES},
-        "judge_calls": spent("judge/calls"), "judge_cost_usd": spent("judge/cost_usd"),
+        "judge_calls": spent(train, "judge/calls"), "judge_cost_usd": spent(train, "judge/cost_usd"),
         "acceptance_rate": total("prover/accepted") / valid if valid else None,
         "segment_len": (sum(float(r.get("prover/segment_len") or 0) * float(r.get("prover/valid_proposals") or 0)
                             for r in train) / valid) if valid else None,
@@ -218,7 +217,8 @@ def markdown(result: dict, title: str = "", failures=()) -> str:
         t = m["time_per_step_s"]
         seeds = f"{m['seeds_completed']}" + (f"/{m['seeds_requested']}" if m["seeds_requested"] else "")
         lines.append("| " + " | ".join([
-            f"`{label}`", seeds, _pm(m["final_success"]), _pm(m["rl_gain"], "+") + _fewer(m["rl_gain"], m["seeds_completed"]),
+            f"`{label}`", seeds, _pm(m["final_success"]),
+            _pm(m["rl_gain"], "+") + _fewer(m["rl_gain"], m["seeds_completed"]),
             "-" if m["vs_first"] is None else _pm(m["vs_first"], "+") + _fewer(m["vs_first"], m["seeds_completed"]),
             _per_seed(m), _pm(m["success_at_budget"]),
             _f(m["policy_tokens_per_step"], "{:,.0f}"), _f(m["extra_token_frac"], "{:.2f}"),

@@ -59,6 +59,19 @@ def merge_rows(rows: list[dict], merge: Merge = Merge()) -> dict:
     return out
 
 
+def applied_steps(rows: list[dict]) -> int:
+    """Training rows of updates that applied (a skipped, non-finite update is not a step)."""
+    return sum(r.get("applied", True) is not False for r in rows)
+
+
+def spent(rows: list[dict], key: str) -> float:
+    """A spend over a run's training rows: the last row's running total/`key` where rows carry it (it
+    keeps what steps dropped at a resume spent), else the sum of `key` over the rows."""
+    if rows and f"total/{key}" in rows[-1]:
+        return float(rows[-1][f"total/{key}"])
+    return float(sum(float(r.get(key) or 0) for r in rows))
+
+
 def episode_metrics(played) -> dict:
     """The row's figures of the episodes played (a step's trajectories): counts, success, score, turns,
     sampled policy tokens, inadmissible-action share over turns, share cut by the context limit."""

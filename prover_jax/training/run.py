@@ -214,14 +214,14 @@ def _totals(rows: list[dict], headline=None) -> dict:
     sum(den) and den_key = sum(den), or key = sum(num). rl_steps counts applied updates (a skipped,
     non-finite one is not a step); the spend (tokens, judge calls and $) is the last row's running
     total/* where rows have it, which keeps what steps dropped at a resume spent."""
-    from prover_jax.credit.base import headlines
+    from prover_jax.credit.base import EXTRA_TOKENS, headlines
+    from prover_jax.training.metrics import applied_steps, spent
 
     rows = [r for r in rows if "success_rate" in r]
     if not rows:
         return {}
     total = lambda k: float(sum(r.get(k, 0.0) for r in rows))
-    spent = lambda k: float(rows[-1][f"total/{k}"]) if f"total/{k}" in rows[-1] else total(k)  # noqa: E731
-    out = {"rl_steps": sum(r.get("applied", True) is not False for r in rows)}
+    out = {"rl_steps": applied_steps(rows)}
     for f in headlines() if headline is None else headline:
         if not any(f.num in r for r in rows):
             continue
@@ -230,7 +230,7 @@ def _totals(rows: list[dict], headline=None) -> dict:
             out.update({f.key: total(f.num) / den if den else 0.0, f.den_key: den})
         else:
             out[f.key] = total(f.num)
-    return {**out, "extra_token_frac": spent("credit/extra_policy_tokens") / max(spent("policy_tokens"), 1.0),
-            "judge_calls": spent("judge/calls"), "judge_cost_usd": spent("judge/cost_usd"),
+    return {**out, "extra_token_frac": spent(rows, EXTRA_TOKENS) / max(spent(rows, "policy_tokens"), 1.0),
+            "judge_calls": spent(rows, "judge/calls"), "judge_cost_usd": spent(rows, "judge/cost_usd"),
             "time_s": {k: total(f"time/{k}_s") for k in ("rollout", "credit_wait", "judge", "verify", "update")},
             "train_success_first": rows[0]["success_rate"], "train_success_last": rows[-1]["success_rate"]}
