@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import types
 
+import numpy as np
+
 from prover_jax.rollout.trajectory import DONE, Trajectory, Turn
 from prover_jax.training.config import default_config
 
@@ -65,3 +67,24 @@ def play_actions(env, seed, actions, uid=0):
             traj.success, traj.termination = bool(info["success"]), DONE
             break
     return traj, seen
+
+
+def nan_advantages(assign):
+    """A credit method's `assign` whose advantages come back all NaN: the update is non-finite."""
+    def nan_assign(groups):
+        out = assign(groups)
+        out.advantages = [[a * np.nan for a in g] for g in out.advantages]
+        return out
+
+    return nan_assign
+
+
+def signed_advantages(assign):
+    """`assign` with +1 / -1 added to alternate episodes' advantages: the update has a direction whatever
+    the outcomes (a random policy fails everywhere)."""
+    def signed_assign(groups):
+        out = assign(groups)
+        out.advantages = [[a + np.float32(1 - 2 * (i % 2)) for i, a in enumerate(g)] for g in out.advantages]
+        return out
+
+    return signed_assign

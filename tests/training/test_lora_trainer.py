@@ -13,6 +13,7 @@ from prover_jax.training import trainer as trainer_lib
 from prover_jax.training.batch import pack
 from prover_jax.training.step import make_logprob_fn
 
+from helpers.credit import signed_advantages
 from helpers.demo_config import trainer_config
 
 
@@ -35,14 +36,7 @@ def test_lora_trains_adapters_only_and_the_sampler_decodes_the_merged_weights(tm
         assert n_pairs > 0 and len(jax.tree.leaves(t.state.params)) == 2 * n_pairs  # adapters only
         base = [np.asarray(x).copy() for x in jax.tree.leaves(t.run.policy.frozen)]
         t.run_sft()
-        real_assign = t.run.credit.assign
-
-        def signed_assign(groups):  # give the update a direction whatever the outcomes
-            out = real_assign(groups)
-            out.advantages = [[a + np.float32(1 - 2 * (i % 2)) for i, a in enumerate(g)] for g in out.advantages]
-            return out
-
-        t.run.credit.assign = signed_assign
+        t.run.credit.assign = signed_advantages(t.run.credit.assign)
         row = t.rl_step()
         assert row["applied"] and np.isfinite(row["loss"])
         assert all(np.array_equal(a, np.asarray(b)) for a, b in zip(base, jax.tree.leaves(t.run.policy.frozen)))

@@ -8,13 +8,13 @@ import logging
 import os
 import shutil
 
-import numpy as np
 import pytest
 
 from prover_jax.training import trainer as trainer_lib
 from prover_jax.training.checkpoints import CheckpointMismatchError
 from prover_jax.training.run import train
 
+from helpers.credit import nan_advantages
 from helpers.demo_config import trainer_config
 
 
@@ -51,13 +51,7 @@ def test_an_update_skipped_after_a_checkpoint_is_neither_saved_nor_evaluated_aga
         if n != 2:
             return real()
         assign = t.run.credit.assign
-
-        def nan_assign(groups):
-            out = assign(groups)
-            out.advantages = [[a * np.nan for a in g] for g in out.advantages]
-            return out
-
-        t.run.credit.assign = nan_assign
+        t.run.credit.assign = nan_advantages(assign)
         try:
             return real()
         finally:

@@ -14,6 +14,7 @@ from prover_jax.training import trainer as trainer_lib
 from prover_jax.training.loss import check_sampling
 from prover_jax.training.run import train
 
+from helpers.credit import nan_advantages, signed_advantages
 from helpers.demo_config import trainer_config as tiny_config
 
 
@@ -135,14 +136,7 @@ def test_nan_loss_skips_update(tmp_path, monkeypatch):
     c.credit.method = "grpo"
     t = trainer_lib.Trainer(c, str(tmp_path / "nan"))
     try:
-        real_assign = t.run.credit.assign
-
-        def nan_assign(groups):
-            out = real_assign(groups)
-            out.advantages = [[a * np.nan for a in g] for g in out.advantages]
-            return out
-
-        t.run.credit.assign = nan_assign
+        t.run.credit.assign = nan_advantages(t.run.credit.assign)
         before = [np.asarray(x).copy() for x in __import__("jax").tree.leaves(t.state.params)]
         row = t.rl_step()
         assert row["applied"] is False and row["skipped"] == 1.0 and t.step == 0
@@ -201,14 +195,7 @@ def test_off_policy_steps(tmp_path, off_policy):
         m = rows["loss_mask"][0]
         return np.abs(got[m] - rows["old_logprobs"][0][m]).max()
 
-    real_assign = t.run.credit.assign
-
-    def signed_assign(groups):  # a random policy fails everywhere: give the update a direction
-        out = real_assign(groups)
-        out.advantages = [[a + np.float32(1 - 2 * (i % 2)) for i, a in enumerate(g)] for g in out.advantages]
-        return out
-
-    t.run.credit.assign = signed_assign
+    t.run.credit.assign = signed_advantages(t.run.credit.assign)
     try:
         theta0 = jax.tree.map(jnp.copy, t.state.params)
         first = t.rl_step()
