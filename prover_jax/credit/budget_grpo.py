@@ -35,8 +35,7 @@ from prover_jax.judges.base import TIMEOUT, Proposal
 from prover_jax.rollout.trajectory import Trajectory
 
 MAX_ROUNDS = 3
-METRICS = ("budget/eligible_groups", "budget/extra_episodes", "budget/budget_tokens", "judge/calls",
-           "judge/cost_usd")
+METRICS = ("budget/eligible_groups", "budget/extra_episodes", "budget/budget_tokens") + JUDGE_SUMS
 MERGE = Merge(sums=("budget/eligible_groups", "budget/extra_episodes", "budget/budget_tokens") + JUDGE_SUMS)
 HEADLINE = (Figure("extra episodes", "extra", "extra_episodes", "budget/extra_episodes"),)
 
@@ -125,17 +124,18 @@ class BudgetGRPO(OverlapCredit):
                 cancelled_tokens: int = 0) -> CreditOutput:
         """The enlarged groups (played + fresh episodes) and their trajectory-level advantages."""
         out_groups = []
-        n_elig = n_extra = spent = budget_total = calls = cost = 0.0
+        n_elig = n_extra = spent = budget_total = 0.0
+        judge = dict.fromkeys(JUDGE_SUMS, 0.0)
         for g, group in enumerate(groups):
             group = list(group)
             if g in plans:
                 plan, extra = plans[g], [t for r in runs[g] for t in r]
-                calls, cost = calls + plan.proposal.calls, cost + plan.proposal.cost_usd
+                for key in JUDGE_SUMS:  # judge/calls -> proposal.calls, ...
+                    judge[key] += getattr(plan.proposal, key.split("/")[1])
                 n_elig, n_extra, budget_total = n_elig + 1, n_extra + len(extra), budget_total + plan.budget
                 spent += sum(t.num_policy_tokens for t in extra)
                 group = group + extra
             out_groups.append(group)
         metrics = {"budget/eligible_groups": n_elig, "budget/extra_episodes": n_extra,
-                   "budget/budget_tokens": budget_total, EXTRA_TOKENS: spent, "judge/calls": calls,
-                   "judge/cost_usd": cost}
+                   "budget/budget_tokens": budget_total, EXTRA_TOKENS: spent, **judge}
         return CreditOutput(grpo_advantages(out_groups, self.config), metrics, groups=out_groups)

@@ -34,10 +34,20 @@ class OverlapCredit(CreditMethod):
     """A credit method whose extra sampling is plan -> rounds of starts -> combine (module docstring).
 
     Subclasses set `self.verifier` (a `Verifier`, used by the serial `assign`) and define `plan`,
-    `starts`, `most_envs` and `combine`.
+    `starts`, `most_envs` and `combine`; one whose plan needs no success overrides `picks_success`.
     """
 
     verifier: Verifier
+
+    def __init__(self, config: Any, **deps):
+        super().__init__(config, **deps)
+        if self.picks_success() and float(config.band_low) < 0:
+            raise ValueError(f"credit.band_low must be >= 0 for {type(self).__name__}, which picks a success of each "
+                             f"eligible group: band_low={config.band_low} makes groups without one eligible")
+
+    def picks_success(self) -> bool:
+        """Whether `plan` takes a successful trajectory of the group (then credit.band_low >= 0)."""
+        return True
 
     def eligible(self, group: Sequence[Trajectory]) -> bool:
         """Whether the group gets a plan (default: credit.band_low < success rate < credit.band_high)."""

@@ -88,6 +88,9 @@ class SPOChain(OverlapCredit):
         return Needs(verifier=True, verify_envs=max(groups * group_size, k), metrics=METRICS, headline=cls.headline,
                      contexts=True, merge=MERGE)
 
+    def picks_success(self) -> bool:
+        return self.config.spo_chain.trajectories == "one"
+
     def continues(self, trajectory: Trajectory) -> bool:
         return trajectory.success or self.config.spo_chain.trajectories == "all"
 

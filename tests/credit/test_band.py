@@ -5,6 +5,7 @@ the new name."""
 import pytest
 
 from prover_jax.credit import make_credit
+from prover_jax.credit.common import in_band
 from prover_jax.training.config import default_config
 
 from helpers.credit import FixedJudge, fake_traj
@@ -57,3 +58,25 @@ def test_old_band_fields_are_refused_by_their_new_name(method, field):
     c.prover[field] = 0.9
     with pytest.raises(ValueError, match=rf"credit\.prover\.{field} is now credit\.{field}"):
         make_credit(method, c, judge=FixedJudge((1, 1)), verifier=CountingVerifier())
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_band_that_admits_groups_without_a_success_is_refused_by_name(method):
+    """band_low < 0 makes all-failure groups eligible; a method that picks their success is refused
+    when built, not in the middle of a step; spo_chain over every trajectory needs no success."""
+    c = default_config().credit
+    c.band_low = -0.1
+    with pytest.raises(ValueError, match=r"credit\.band_low must be >= 0"):
+        make_credit(method, c, judge=FixedJudge((1, 1)), verifier=CountingVerifier())
+    if method == "spo_chain":
+        c.spo_chain.trajectories = "all"
+        assert sampled(method, c, group(wins=0)) > 0
+
+
+@pytest.mark.parametrize("wins, low, high", [(1, 0.1, 0.5), (7, 0.0, 0.7), (1, 1 / 3, 1.0)])
+def test_a_success_rate_on_the_bands_edge_is_outside(wins, low, high):
+    """The band is strict at both ends, also where p (1/10, 7/10, 1/3) has no exact float32 form."""
+    c = default_config().credit
+    c.band_low, c.band_high = low, high
+    n = 3 if low == 1 / 3 else 10
+    assert not in_band([fake_traj(1, i < wins, uid=i) for i in range(n)], c)

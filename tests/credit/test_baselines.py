@@ -101,6 +101,16 @@ def test_budget_grpo_caps_extra_episodes_and_declares_needs():
         make_credit("budget_grpo", c, verifier=CopyVerifier())
 
 
+def test_budget_grpo_reports_the_judges_tokens():
+    """Every judge metric ProVer reports for the same selection: calls, cost and tokens, declared."""
+    groups = [same_shape_group(wins=2), same_shape_group(wins=1), same_shape_group(wins=0)]
+    c = credit_config(k=2)
+    out = make_credit("budget_grpo", c, judge=FixedJudge((1, 1)), verifier=CopyVerifier()).assign(groups)
+    want = {"judge/calls": 2, "judge/cost_usd": 0.02, "judge/input_tokens": 200, "judge/output_tokens": 20}
+    assert {k: out.metrics[k] for k in want} == pytest.approx(want)
+    assert set(want) <= set(credit_class("budget_grpo").needs(c, groups=3, group_size=8).metrics)
+
+
 class RateVerifier:
     """K outcomes per start with success rate values[turn]."""
 
