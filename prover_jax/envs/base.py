@@ -45,12 +45,11 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-import re
 from typing import Any, Callable
 
 from prover_jax.registry import Registry
 
-ACTION_RE = re.compile(r"<action>(.*?)</action>", re.DOTALL)
+ACTION_OPEN, ACTION_CLOSE = "<action>", "</action>"
 SPLITS = ("train", "eval")
 
 
@@ -119,12 +118,16 @@ class Env(abc.ABC):
     def extract_action(self, response: str) -> str | None:
         """Action text from a model response; None when the response has no well-formed action.
 
-        Default: the last `<action>...</action>` span, stripped. Families with other tags override.
+        Default: the last `<action>...</action>` span, stripped (a span ends at the first `</action>` after
+        its opening tag; linear time in the response). Families with other tags override.
         """
-        found = ACTION_RE.findall(response)
-        if not found:
-            return None
-        return found[-1].strip()
+        found, pos = None, 0
+        while (start := response.find(ACTION_OPEN, pos)) >= 0:
+            end = response.find(ACTION_CLOSE, start + len(ACTION_OPEN))
+            if end < 0:
+                break
+            found, pos = response[start + len(ACTION_OPEN):end], end + len(ACTION_CLOSE)
+        return None if found is None else found.strip()
 
     def render_action(self, action: str) -> str:
         """The response text that carries `action` (what `extract_action` reads back).

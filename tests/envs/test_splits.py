@@ -208,6 +208,19 @@ def test_searchqa_data_eval_file(qa_files):
         make("searchqa_data", qa_path=qa, corpus_path=corpus, eval_qa_path=qa)
 
 
+def test_searchqa_data_eval_split_holds_each_question_once(qa_files):
+    root, corpus, qa, qs = qa_files
+    first = make("searchqa_data", qa_path=qa, corpus_path=corpus).reset(split_seed(0, "eval"))[1]["question"]
+    rows = [json.loads(x) for x in open(qa)] + [{"question": first, "golden_answers": ["x"]}] * 3
+    env = make("searchqa_data", qa_path=write_jsonl(root / "qa_dup.jsonl", rows), corpus_path=corpus)
+    n = env.split_sizes()["eval"]
+    assert n == math.ceil(0.1 * 60) == len(set(ids(env, "eval", n)))
+    held = write_jsonl(root / "dev_dup.jsonl", [qs[0], qs[1], qs[0]])
+    with pytest.warns(UserWarning, match="2 of the 62"):
+        env = make("searchqa_data", qa_path=qa, corpus_path=corpus, eval_qa_path=held)
+    assert env.split_sizes()["eval"] == 2 and len(set(ids(env, "eval", 2))) == 2
+
+
 def test_searchqa_data_accepts_unicode_questions_and_answers(tmp_path):
     corpus = write_jsonl(tmp_path / "c.jsonl", [
         {"id": "1", "contents": '"Zoë Ållström"\nZoë Ållström was born in São Paulo.'},

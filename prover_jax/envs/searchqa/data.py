@@ -16,7 +16,7 @@ error). Without it, a deterministic share of `qa_path` is held out: the distinct
 ordered by their SHA-256 and the first ceil(eval_fraction * n) (eval_fraction = 0.1 by default) are
 the eval questions, with every record asking them, so the split depends neither on the file's order
 nor on how many times a question repeats. Train task s asks train question s mod n_train (file order),
-eval task i asks eval question i mod n_eval.
+eval task i asks eval question i mod n_eval (its first record; the eval split holds each question once).
 
 Corpus JSONL, one passage per line: {"id": ..., "contents": "\\"Title\\"\\ntext"} (or "title" + "text").
 Its BM25 index and the byte offset of every line are cached in `index_dir` (default `<corpus>.bm25s`),
@@ -223,6 +223,17 @@ def question_key(question: str) -> str:
     return normalize(question, unicode=True)
 
 
+def _first_of_each(keys: list[str], positions) -> list[int]:
+    """`positions` without those whose question (key) an earlier one asks already."""
+    seen: set[str] = set()
+    out = []
+    for i in positions:
+        if keys[i] not in seen:
+            seen.add(keys[i])
+            out.append(i)
+    return out
+
+
 def qa_split(qa_path: str, questions: list, eval_qa_path: str | None = None,
              eval_fraction: float = EVAL_FRACTION) -> tuple[IndexSplit, list]:
     """(split over the records, records): the records are `questions` followed by the eval file's."""
@@ -239,8 +250,8 @@ def qa_split(qa_path: str, questions: list, eval_qa_path: str | None = None,
             warnings.warn(f"searchqa_data: {len(keys) - len(train)} of the {len(keys)} questions of {qa_path} are "
                           f"also in eval_qa_path {eval_qa_path}; they are left out of training")
         records = list(questions) + list(held)
-        evals = list(range(len(questions), len(records)))
         keys += [question_key(q) for q, _ in held]
+        evals = _first_of_each(keys, range(len(questions), len(records)))
         settings = {"train": f"the questions of qa_path={qa_path} not in eval_qa_path={eval_qa_path}",
                     "eval": f"eval_qa_path={eval_qa_path}"}
     else:
@@ -250,7 +261,7 @@ def qa_split(qa_path: str, questions: list, eval_qa_path: str | None = None,
         distinct = sorted(set(keys), key=lambda k: hashlib.sha256(k.encode("utf-8")).digest())
         held_keys = set(distinct[:math.ceil(eval_fraction * len(distinct))])
         train = [i for i, k in enumerate(keys) if k not in held_keys]
-        evals = [i for i, k in enumerate(keys) if k in held_keys]
+        evals = _first_of_each(keys, (i for i, k in enumerate(keys) if k in held_keys))
         records = list(questions)
         settings = {"train": f"{len(distinct) - len(held_keys)} of the {len(distinct)} distinct questions of "
                              f"qa_path={qa_path} (eval_fraction={eval_fraction})",

@@ -180,6 +180,8 @@ class SearchQABase(Env):
 
     def _parse(self, action: Any) -> tuple[str, str] | str:
         """(tag, content) of a valid action, or the reason it is invalid."""
+        if action is None:  # what extract_action gives for a response without a block
+            return "no well-formed <search>...</search> or <answer>...</answer> block was found"
         if not isinstance(action, str):
             return f"the action must be text, got {type(action).__name__}"
         if len(action) > self.max_turn_chars:

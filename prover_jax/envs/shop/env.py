@@ -1,6 +1,7 @@
 """`shop` and `webshop`: WebShop's text protocol over a generated or a user-supplied catalogue.
 
-Pages and what can be clicked on them (clicks match case-insensitively):
+Pages and what can be clicked on them (clicks match case-insensitively and up to runs of whitespace;
+search queries must be ASCII, clicks may name any value shown, e.g. a non-ASCII option):
     search       search[query]
     results      back to search, < prev (page > 1), next > (more results), <asin> (10 per page, 50 max)
     item         back to search, < prev (to the results), <option value>, description, features, buy now
@@ -251,6 +252,8 @@ class ShopEnv(Env):
 
     def _transition(self, s: ShopState, action: str) -> tuple[ShopState, str]:
         """(next state, '') for a valid action; (s, reason) for an invalid one."""
+        if action is None:
+            return s, "no action found; reply with one action inside <action>...</action>"
         if not isinstance(action, str):
             return s, f"expected text, got {type(action).__name__}"
         action = action.strip()
@@ -258,8 +261,6 @@ class ShopEnv(Env):
             return s, "empty action; write search[keywords] or click[button]"
         if len(action) > MAX_ACTION_CHARS:
             return s, f"action is {len(action)} characters long; the limit is {MAX_ACTION_CHARS}"
-        if not action.isascii():
-            return s, "action contains non-ASCII characters"
         if any(ord(c) < 32 for c in action):
             return s, "action contains control characters (newline, tab, ...)"
         m = _ACTION.fullmatch(action.lower())
@@ -271,15 +272,18 @@ class ShopEnv(Env):
         if not arg:
             return s, f"{kind}[] needs an argument"
         if kind == "search":
+            if not arg.isascii():
+                return s, "action contains non-ASCII characters"
             if s.page != "search":
                 return s, "search is only available on the search page; click[back to search] first"
             return ShopState(seed=s.seed, turn=s.turn, page="results", query=arg,
                              results=self.index.search(arg)), ""
         clickables = self._clickables(s)
-        if arg not in clickables:
+        target = {" ".join(c.split()): c for c in reversed(clickables)}.get(arg)
+        if target is None:
             shown = ", ".join(clickables[:20]) or "nothing (use search[...])"
             return s, f"{arg!r} cannot be clicked on the {s.page} page; clickable: {shown}"
-        return self._click(s, arg), ""
+        return self._click(s, target), ""
 
     def _click(self, s: ShopState, arg: str) -> ShopState:
         if arg == "back to search":

@@ -186,6 +186,13 @@ def test_bad_input_is_invalid_and_episode_continues(label):
     assert reward == 1.0
 
 
+def test_a_response_without_a_block_is_told_so():
+    env = make("searchqa")
+    env.reset(0)
+    obs, _, _, info = env.step(env.extract_action("I would look up the city first."))
+    assert not info["valid"] and "no well-formed <search>...</search> or <answer>...</answer> block" in obs
+
+
 def run_expert_from_here(env):
     turns = []
     while True:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 
 import pytest
@@ -161,7 +162,7 @@ def test_paging_and_subpages():
     ("search red shoes", "malformed"), ("click[", "malformed"), ("click[nowhere]", "cannot be clicked"),
     ("x" * 5000, "limit is"), ("search[caf\u00e9 cr\u00e8me]", "non-ASCII"), ("", "empty"),
     ("   ", "empty"), ("jump[now]", "unknown action"), ("click[]", "needs an argument"),
-    ("search[a\nb]", "control"), ("click[buy now]", "cannot be clicked"),
+    ("search[a\nb]", "control"), ("click[buy now]", "cannot be clicked"), (None, "no action found"),
 ])
 def test_bad_input_is_invalid_and_keeps_state(env, action, reason):
     env.reset(5)
@@ -328,6 +329,29 @@ def test_webshop_loads_real_formats_and_the_expert_succeeds(tmp_path, webshop_di
     assert "i want " in obs and "price lower than" in obs
     assert run_expert(synthetic, 4)[1] == 1.0
     assert synthetic.catalogue.products is not env.catalogue.products
+
+
+def test_webshop_option_values_are_clickable_as_shown(tmp_path, webshop_dir):
+    # WebShop's '/' -> ' | ' leaves runs of spaces ('black  |  white'); real values may be non-ASCII
+    products = json.loads((tmp_path / "items_shuffle_1000.json").read_text())
+    human = json.loads((tmp_path / "items_human_ins.json").read_text())
+    for i in range(0, 12, 3):  # the running shoes
+        products[i]["customization_options"]["Color"] = [{"value": "Black / White"}, {"value": "Caf\u00e9 Brown"}]
+        human[products[i]["asin"]][0]["instruction_options"][0] = ("black  |  white", "caf\u00e9 brown")[i % 2]
+    (tmp_path / "items_shuffle_1000.json").write_text(json.dumps(products))
+    (tmp_path / "items_human_ins.json").write_text(json.dumps(human))
+    env = make("webshop", data_dir=str(tmp_path), eval_goals=2, train_goal_start=2)
+    for seed in range(12):
+        _, reward, info = run_expert(env, seed)
+        assert info["success"] and reward == 1.0, seed
+    env.reset(0)
+    env.step("search[running shoe]")
+    env.step("click[b0test0000]")
+    for click, value in (("click[Black | White]", "black  |  white"), ("click[CAF\u00c9  brown]", "caf\u00e9 brown")):
+        _, _, _, info = env.step(click)
+        assert info["valid"] and env.snapshot().chosen == (("color", value),), click
+    env.step("click[back to search]")
+    assert "non-ASCII" in env.step("search[caf\u00e9]")[0]  # queries stay ASCII
 
 
 @pytest.mark.parametrize("mutate, error, words", [
