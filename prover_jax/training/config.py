@@ -157,7 +157,9 @@ def default_config() -> ml_collections.ConfigDict:
     c.optim.decay_steps = 0  # > 0: after warmup the rate decays over this many updates; 0 = constant
     c.optim.decay = "cosine"  # cosine | linear (with decay_steps > 0)
     c.optim.end_lr_frac = 0.0  # the decayed rate ends at end_lr_frac * learning_rate
-    c.optim.schedule = "warmup_decay"  # warmup_decay (the fields above) | warmup_cosine (optax's, from 0)
+    # warmup_decay (the fields above) | warmup_cosine (optax's: from 0, to the end rate at update decay_steps >= 1,
+    # the warmup included)
+    c.optim.schedule = "warmup_decay"
 
     # Training loop.
     c.train = ml_collections.ConfigDict()
@@ -196,7 +198,7 @@ def default_config() -> ml_collections.ConfigDict:
     c.sft.successes_only = True  # train on the demonstrator's successful episodes only (False: on all of them)
     c.sft.learning_rate = 1e-3  # peak Adam learning rate
     c.sft.warmup_steps = 20  # linear warmup, then cosine decay
-    c.sft.final_lr_frac = 0.05  # learning rate at the last step, as a fraction of the peak
+    c.sft.final_lr_frac = 0.05  # the cosine's end rate (at update sft.steps, after the last), over the peak
     # SFT's optimizer (the RL step's registry, `make_optimizer`; the schedule comes from the fields above)
     c.sft.optim = ml_collections.ConfigDict()
     c.sft.optim.name = "adam"  # adamw | adam | sgd

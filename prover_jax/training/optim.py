@@ -2,7 +2,7 @@
 restore rule that makes a resumed run train at the configured hyperparameters.
 
     optimizer = make_optimizer(cfg.optim)            # SFT: make_optimizer(sft.sft_optim(cfg.sft))
-    lr = configured_learning_rate(cfg.optim, updates) # the rate of the update after `updates` done ones
+    lr = configured_learning_rate(cfg.optim, updates) # the rate the latest of `updates` done ones applied
     opt_state, changed = with_configured_hyperparams(restored_opt_state, cfg.optim, updates)
 """
 
@@ -54,11 +54,15 @@ def _schedule(cfg):
 def _warmup_cosine(cfg):
     """optax's warmup_cosine_decay_schedule: lr_t rises linearly from 0 at t = 0 to learning_rate at
     t = w, w = min(warmup_steps, decay_steps - 1), then follows a cosine to end_lr_frac * learning_rate
-    at t = decay_steps (SFT's schedule; a one-step run trains at the peak rate)."""
-    lr, steps = cfg.learning_rate, max(int(cfg.decay_steps), 1)
+    at t = decay_steps (SFT's schedule; a one-step run trains at the peak rate). decay_steps must be
+    >= 1: the cosine has no length otherwise (the rate would drop to the end value after one update)."""
+    lr, steps, f = cfg.learning_rate, int(cfg.decay_steps), cfg.end_lr_frac
+    if steps < 1 or int(cfg.warmup_steps) < 0 or not 0.0 <= f <= 1.0:
+        raise ValueError(f"optim.schedule = warmup_cosine needs optim.decay_steps >= 1 (the update where the "
+                         f"cosine ends), optim.warmup_steps >= 0 and optim.end_lr_frac in [0, 1]; got "
+                         f"{cfg.decay_steps}, {cfg.warmup_steps} and {f}")
     warmup = min(int(cfg.warmup_steps), steps - 1)
-    return optax.warmup_cosine_decay_schedule(0.0 if warmup else lr, lr, warmup, max(steps, warmup + 1),
-                                              end_value=lr * cfg.end_lr_frac)
+    return optax.warmup_cosine_decay_schedule(0.0 if warmup else lr, lr, warmup, steps, end_value=lr * f)
 
 
 def schedule(cfg):
@@ -108,8 +112,9 @@ def make_optimizer(cfg) -> optax.GradientTransformation:
 
 
 def configured_learning_rate(cfg, updates: int) -> float:
-    """The rate `cfg.optim`'s schedule applies at the update after `updates` completed ones (what
-    `opt_state.hyperparams["learning_rate"]` should hold once they are done)."""
+    """The rate `cfg.optim`'s schedule applied at the latest of `updates` completed updates, update
+    updates - 1 (0-based; update 0's for updates = 0): what `opt_state.hyperparams["learning_rate"]`
+    should hold once they are done."""
     rate = schedule(cfg)
     return float(rate(max(updates - 1, 0))) if callable(rate) else float(rate)
 

@@ -27,7 +27,7 @@ from prover_jax.sampling import SamplingParams
 from prover_jax.sharding import named_sharding
 from prover_jax.training.batch import pack, padded_length, policy_positions
 from prover_jax.training.build import rollout_config
-from prover_jax.training.optim import make_optimizer
+from prover_jax.training.optim import OPTIMIZERS, make_optimizer
 from prover_jax.training.step import TrainState, make_train_step, nll_objective
 
 
@@ -50,6 +50,25 @@ def demonstrations(rollout: Rollout, pool, seeds, max_length: int, successes_onl
             if not turn.valid:
                 t.policy_mask[turn.start:turn.end] = [False] * (turn.end - turn.start)
     return demos
+
+
+def check_config(cfg) -> None:
+    """ValueError naming the `c.sft` field that would stop the warm start after its demonstrations were
+    played, or train it at a rate it does not say (nothing to check when cfg.steps = 0)."""
+    if int(cfg.steps) < 0:
+        raise ValueError(f"sft.steps = {cfg.steps} must be >= 0 (0: no warm start)")
+    if cfg.steps == 0:
+        return
+    for field in ("episodes", "batch_size"):
+        if int(cfg[field]) < 1:
+            raise ValueError(f"sft.{field} = {cfg[field]} must be >= 1")
+    if int(cfg.warmup_steps) < 0:
+        raise ValueError(f"sft.warmup_steps = {cfg.warmup_steps} must be >= 0")
+    if not 0.0 <= cfg.final_lr_frac <= 1.0:
+        raise ValueError(f"sft.final_lr_frac = {cfg.final_lr_frac} must lie in [0, 1]")
+    if cfg.optim.name not in OPTIMIZERS:
+        raise ValueError(f"sft.optim.name: unknown optimizer {cfg.optim.name!r}; known: "
+                         f"{', '.join(OPTIMIZERS.names())}")
 
 
 def sft_optim(cfg) -> ml_collections.ConfigDict:

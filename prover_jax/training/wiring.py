@@ -34,7 +34,7 @@ from prover_jax.rollout import Rollout
 from prover_jax.sampling import Driver, Engine, SamplingParams
 from prover_jax.sharding import make_mesh
 from prover_jax.training import build as pieces
-from prover_jax.training import dynamic, evaluation
+from prover_jax.training import dynamic, evaluation, sft
 from prover_jax.training.batch import padded_length
 from prover_jax.training.checkpoints import Checkpoints
 from prover_jax.training.loss import check_sampling
@@ -121,6 +121,13 @@ def check(config) -> None:
                          "longest episode (or set train.max_tokens_per_row = 0, one episode per row)")
     if int(c.rollout.off_policy_steps) not in (0, 1):
         raise ValueError(f"rollout.off_policy_steps must be 0 or 1, got {c.rollout.off_policy_steps}")
+    # counts the loop divides by (checkpoint_every, ...) or keeps (keep_checkpoints = 0 deletes every checkpoint)
+    for field, least in (("micro_batch_size", 1), ("length_multiple", 1), ("checkpoint_every", 1),
+                         ("keep_checkpoints", 1), ("eval_every", 0)):
+        if int(c.train[field]) < least:
+            raise ValueError(f"train.{field} = {c.train[field]} must be >= {least}")
+    sft.check_config(c.sft)
+    make_optimizer(c.optim)  # optim.* errors now, not once the model is built
     check_sampling(c.rollout)
     dynamic.check_mode(c.rollout.dynamic_sampling, c.rollout.max_draws)
     evaluation.check_task_config(c)
@@ -141,14 +148,17 @@ def length_buckets(config) -> list[int]:
 
 def precompile(config, mesh, train_step, state: TrainState, frozen) -> None:
     """Compiles the update for every batch shape now, so no RL step waits on a compile: every
-    length bucket, or with packed rows every micro-batch count at train.max_tokens_per_row."""
+    length bucket, or with packed rows every micro-batch count at train.max_tokens_per_row; with the
+    batch keys the trainer's batches carry (ref_logprobs with a KL term, prox_logprobs off-policy
+    with loss.tis_cap)."""
     c = config
+    prox = bool(c.rollout.off_policy_steps) and c.loss.tis_cap > 0
     M = -(-c.rollout.groups_per_step * c.rollout.group_size // c.train.micro_batch_size)
     cap = c.train.max_tokens_per_row
     shapes = [(m, cap) for m in range(1, M + 1)] if cap > 0 else [(M, L) for L in length_buckets(c)]
     t0 = time.perf_counter()
     n = train_step.precompile(abstract(state), [abstract_batch(mesh, m, c.train.micro_batch_size, L, kl=c.loss.kl_coef > 0,
-                                                        packed=cap > 0) for m, L in shapes], frozen=frozen)
+                                                        prox=prox, packed=cap > 0) for m, L in shapes], frozen=frozen)
     logging.info("compiled the update for %d batch shapes [M, L] %s in %.0f s", n, shapes, time.perf_counter() - t0)
 
 

@@ -22,6 +22,25 @@ def test_every_config_loads():
         assert _load(path).get_config() is not None, path
 
 
+def test_every_config_passes_the_checks():
+    """The config errors a run finds before building anything (each field's range, the optimizers and
+    their schedules): none in a shipped config, whatever its argument."""
+    from prover_jax.training.sft import sft_optim
+    from prover_jax.training.optim import make_optimizer
+    from prover_jax.training.wiring import check
+    q = _load(QWEN)
+    args = {"learn.py": ("", "long"), "demo_levers.py": ("", "pairs"),
+            "qwen3_5.py": [f"{size},{bench},{pod}" for size, pod in list(q.LAYOUTS) + list(q.LORA_LAYOUTS)
+                           for bench in q.BENCHMARKS]}
+    for path in glob.glob(os.path.join(ROOT, "configs", "*.py")):
+        module = _load(path)
+        for arg in args.get(os.path.basename(path), (None,)):
+            c = module.get_config() if arg is None else module.get_config(arg)
+            check(c)
+            if c.sft.steps > 0:
+                make_optimizer(sft_optim(c.sft))
+
+
 def test_every_layout_matches_its_slice():
     from prover_jax.aot.chips import parse_slice
     q = _load(QWEN)
