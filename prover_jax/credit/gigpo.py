@@ -13,9 +13,11 @@ Anchor groups S: within ONE task group, turn t of trajectory i is keyed by the s
 snapshots[t], compared through `judges.contrastive.state_key` (equality without the bookkeeping fields
 `turn` and `note`), so a state reached at different turns, or revisited by one trajectory, is one anchor
 group. Fallback for the whole task group when a trajectory has fewer than num_turns snapshots, a
-snapshot is None, or comparing snapshots raises: the raw observation text the agent saw before turn t
-(turns[t-1].observation; for t = 0 `traj.task`, the first observation), verl-agent's anchor. Text is
-coarser: e.g. two different states can both answer an invalid action with the same "Nothing happens."
+snapshot is None or a replay record (`HISTORY` set, e.g. ALFWorld's: the game file and every action
+so far, on which only identical action histories would meet), or comparing snapshots raises: the raw
+observation text the agent saw before turn t (turns[t-1].observation; for t = 0 `traj.task`, the
+first observation), verl-agent's anchor, which `gigpo.anchor = "observation"` takes everywhere. Text
+is coarser: e.g. two different states can both answer an invalid action with the same "Nothing happens."
 
 Step rewards: the terminal success on the last turn, for every family. This is exactly Turn.reward for
 household, alfworld and searchqa (1.0 on the turn that succeeds, which ends the episode; 0 elsewhere);
@@ -52,12 +54,17 @@ def step_returns(traj: Trajectory, gamma: float) -> np.ndarray:
     return float(traj.success) * float(gamma) ** np.arange(traj.num_turns - 1, -1, -1, dtype=np.float64)
 
 
-def anchor_ids(group: Sequence[Trajectory], ignore_fields: Sequence[str] = IGNORED_FIELDS
+ANCHORS = ("state", "observation")
+
+
+def anchor_ids(group: Sequence[Trajectory], ignore_fields: Sequence[str] = IGNORED_FIELDS, anchor: str = "state"
                ) -> tuple[list[np.ndarray], bool]:
     """Per trajectory, int [T]: an id per turn, equal for turns taken from equal states; and whether
-    the observation-text fallback was used (see module docstring)."""
-    if all(len(t.snapshots) >= t.num_turns and all(s is not None for s in t.snapshots[:t.num_turns])
-           for t in group):
+    the observation text was used (anchor "observation", or the fallback: see module docstring)."""
+    if anchor == "state" and all(
+            len(t.snapshots) >= t.num_turns
+            and all(s is not None and not getattr(s, "HISTORY", False) for s in t.snapshots[:t.num_turns])
+            for t in group):
         intern = Interner()
         try:
             return [np.asarray([intern(state_key(s, ignore_fields)) for s in t.snapshots[:t.num_turns]],
@@ -91,7 +98,9 @@ class GiGPO(CreditMethod):
         g = config.gigpo
         if not 0.0 <= g.gamma <= 1.0:
             raise ValueError(f"credit.gigpo.gamma must be in [0, 1], got {g.gamma}")
-        self.gamma, self.omega, self.use_std = float(g.gamma), float(g.omega), bool(g.std)
+        if g.anchor not in ANCHORS:
+            raise ValueError(f"credit.gigpo.anchor must be one of {ANCHORS}, got {g.anchor!r}")
+        self.gamma, self.omega, self.use_std, self.anchor = float(g.gamma), float(g.omega), bool(g.std), g.anchor
 
     @classmethod
     def default_config(cls) -> ml_collections.ConfigDict:
@@ -100,6 +109,7 @@ class GiGPO(CreditMethod):
         s.gamma = 0.95  # discount of the step returns
         s.omega = 1.0  # weight of the step advantage
         s.std = False  # divide both advantages by their group's std + 1e-6 (mean_std_norm)
+        s.anchor = "state"  # state: equal env states (text where snapshots are replay records) | observation
         return s
 
     @classmethod
@@ -110,7 +120,7 @@ class GiGPO(CreditMethod):
         out, sizes, turns, anchored, abs_sum, fallback = [], [], 0, 0, 0.0, 0
         for group in groups:
             ep = outcome_advantages([rewards(group)], "group" if self.use_std else "none")[0]
-            ids, text = anchor_ids(group)
+            ids, text = anchor_ids(group, anchor=self.anchor)
             fallback += text
             lens = [t.num_turns for t in group]
             flat_ids = np.concatenate(ids) if sum(lens) else np.zeros(0, np.int64)

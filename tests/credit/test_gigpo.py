@@ -145,6 +145,29 @@ def test_observation_text_fallback():
     assert out.metrics["gigpo/text_fallback_groups"] == 1 and out.metrics["gigpo/anchor_groups"] == 2
 
 
+@dataclasses.dataclass(frozen=True)
+class Replay:
+    """A snapshot that is a replay record, as ALFWorld's: equal only for equal action histories."""
+    HISTORY = True
+    actions: tuple
+
+
+def test_replay_records_and_anchor_observation_anchor_on_text():
+    """Two different action histories reach the same room: equal observation, unequal records. They
+    meet by text (verl-agent's anchor) with replay-record snapshots or `gigpo.anchor = observation`."""
+    a = traj(["-"] * 3, True, 0, observations=["hall", "room", "win"])
+    b = traj(["-"] * 3, False, 1, observations=["door", "room", "lose"])
+    assert not anchor_ids([a, b])[1] and anchor_ids([a, b], anchor="observation")[1]
+    for t, path in ((a, ("n", "e", "x")), (b, ("e", "n", "y"))):
+        t.snapshots = [Replay(path[:k]) for k in range(t.num_turns + 1)]
+    ids, text = anchor_ids([a, b])
+    assert text and ids[0][2] == ids[1][2] and ids[0][1] != ids[1][1]
+    c = config()
+    c.gigpo.anchor = "history"
+    with pytest.raises(ValueError, match="credit.gigpo.anchor must be one of"):
+        make_credit("gigpo", c)
+
+
 @pytest.mark.parametrize("case", ["missing_one", "none", "incomparable"])
 def test_fallback_triggers(case):
     group = hand_group()

@@ -31,7 +31,7 @@ import functools
 import json
 import os
 import sys
-from typing import Sequence
+from typing import ClassVar, Sequence
 
 from prover_jax.envs.base import Env, PromptSpec, info_dict, register, split_seed
 from prover_jax.envs.splits import IndexSplit
@@ -55,8 +55,11 @@ Frame = tuple[str, bool, tuple[str, ...]]
 
 @dataclasses.dataclass(frozen=True)
 class Snapshot:
-    """An ALFWorld state: the game file and every action sent since reset (turn = len(actions))."""
+    """An ALFWorld state as a replay record: the game file and every action sent since reset (turn =
+    len(actions)). Two records are equal only for equal action histories, not for every equal game
+    state (`HISTORY`: GiGPO anchors on observation text instead)."""
 
+    HISTORY: ClassVar[bool] = True
     gamefile: str
     actions: tuple[str | None, ...]
 
