@@ -4,14 +4,14 @@
     group = rollout.run(pool, seeds=[7] * 8)          # 8 episodes of task 7 (pool.num_envs >= 8)
     more = rollout.continue_from(group[0], turn=3, k=8, pool=pool)   # 8 continuations from turn 3
 
-Every episode is one append-only token sequence (see `chat`). Episodes sharing an opening (a GRPO
-group; the K continuations of one boundary) are one FORK request: prefilled once. Each later turn is an
-EXTENSION of the episode's live decode cache by [last token] + observation tokens. A response ends at
-the family's stop strings (e.g. `</action>`), the template's end token, or max_action_tokens; the env
-extracts the action (malformed -> valid=False feedback, the episode goes on) and steps. An episode ends
-when the env is done, after max_turns turns, at its max_invalid-th inadmissible action when that is set
-(`invalid_limit`, unsuccessful), or when the next turn would not fit the engine's cache (`context_limit`,
-unsuccessful).
+Every episode is one append-only token sequence (see `chat`). The episodes of one task seed (a GRPO
+group) and the K continuations of one boundary are one FORK request each: prefilled once. Each later
+turn is an EXTENSION of the episode's live decode cache by [last token] + observation tokens. A
+response ends at the family's stop strings (e.g. `</action>`), the template's end token, or
+max_action_tokens; the env extracts the action (malformed -> valid=False feedback, the episode goes on)
+and steps. An episode ends when the env is done, after max_turns turns, at its max_invalid-th
+inadmissible action when that is set (`invalid_limit`, unsuccessful), or when the next turn would not
+fit the engine's cache (`context_limit`, unsuccessful).
 
 With `RolloutConfig.context_budget_mb`, each episode keeps the sampler's cache after every response
 (`Trajectory.contexts`) while they fit the budget, so a continuation from turn t prefills only the
@@ -55,6 +55,10 @@ class RolloutConfig:
     context_budget_mb: float = 0.0
 
     def __post_init__(self):
+        if self.max_turns is not None and self.max_turns < 1:
+            raise ValueError(f"rollout.max_turns must be >= 1 (None: the family's), got {self.max_turns!r}")
+        if self.max_action_tokens < 1:
+            raise ValueError(f"rollout.max_action_tokens must be >= 1, got {self.max_action_tokens!r}")
         if int(self.max_invalid) != self.max_invalid or self.max_invalid < 0:
             raise ValueError(f"rollout.max_invalid_actions must be an integer >= 0, got {self.max_invalid!r}")
         if not self.context_budget_mb >= 0:
@@ -88,8 +92,8 @@ class Rollout:
         and share one prefill). Returns the finished trajectories in seed order.
 
         `uids` (default: a counter) name the episodes; sampling seeds derive from (config.seed, uid,
-        turn) only, so a trainer that passes the same global uids on any number of hosts samples the
-        same episodes."""
+        turn) only (a group's first responses: samples 0.. of its first uid's seed), so a trainer that
+        passes the same global uids on any number of hosts samples the same episodes."""
         play = self.play(expert)
         trajs = self.start(play, pool, seeds, uids)
         play.run()
@@ -117,8 +121,9 @@ class Rollout:
                 system, observation_text(obs, info, spec.show_admissible, 0, self._max_turns(spec)))
             traj.append(self.encode(opening), policy=False)
             episodes.append(Episode(traj, i, pool))
-            forks.setdefault(tuple(traj.tokens), []).append(episodes[-1])
-        play.add(pool, [(list(k), v) for k, v in forks.items()], on_end)
+            # a group is a task: tasks that open with the same text still sample apart
+            forks.setdefault((int(seed), tuple(traj.tokens)), []).append(episodes[-1])
+        play.add(pool, [(list(k[1]), v) for k, v in forks.items()], on_end)
         return [e.traj for e in episodes]
 
     def continue_from(self, trajectory: Trajectory, turn: int, k: int, pool: EnvPool,

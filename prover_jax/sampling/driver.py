@@ -34,7 +34,7 @@ from prover_jax.sampling.driver_types import (CACHE_FULL, LENGTH, STOP, Call, Co
                                               LiveSample, Request, finish)
 from prover_jax.sampling.engine import Engine
 from prover_jax.sampling.engine_fns import first_row
-from prover_jax.sampling.engine_types import MAX_STOP_IDS, MIN_PROMPT_BUCKET, RUNNING, Prefix, bucket
+from prover_jax.sampling.engine_types import MAX_STOP_IDS, MIN_PROMPT_BUCKET, RUNNING, Prefix, all_lengths, bucket
 from prover_jax.sampling.sampler import SamplingParams
 from prover_jax.sampling.stops import StopSpec, StopStrings, token_bytes
 from prover_jax.sampling.warmup import compile_shapes
@@ -55,7 +55,7 @@ class Driver:
             decode_fn, which is asked for one token at a time.
         min_bucket: prompt pieces are padded to powers of two >= min_bucket (capped at
             max_prefill_length), bounding the number of prefill compilations; or to the engine's
-            length_buckets when it has them (`Engine.length_for`).
+            length_buckets when it has them (`Engine.length_for`), never past the cache (`_piece`).
         steps_per_call: decode steps per jitted generate call (end conditions are checked on the
             device after every step; a finished slot waits for the call to end).
         max_stop_strings: distinct stop strings tracked over the driver's life.
@@ -342,26 +342,35 @@ class Driver:
         self._state = state
         self.stats["admitted"] += sum(len(e[1]) for e in by_prefix.values())
 
+    def _piece(self, start: int, n: int) -> int:
+        """Padded length of the next piece of n prompt tokens at cache position `start` (< n: a leading
+        piece): the engine's; where that padding would run past the cache (the model would write the
+        piece at a shifted position), the longest one that fits, else the room left."""
+        engine, room = self.engine, self.engine.max_target_length - start
+        size = engine.length_for(min(n, engine.max_prefill_length), self.min_bucket)
+        fits = [x for x in all_lengths(engine.length_buckets, self.min_bucket, engine.max_prefill_length)
+                if x <= room]
+        return size if size <= room else max(fits, default=room)
+
     def _prefill(self, jobs: list[Job]) -> None:
         """Prefills `jobs` (one batched call per length bucket; nothing is read back) and queues
         their samples for insertion."""
-        engine, step = self.engine, self.engine.max_prefill_length
+        engine = self.engine
         groups: dict[int, list[tuple[Job, Prefix | None, int, np.ndarray]]] = {}
         for job in jobs:
             ctx = job.request.context
             existing = None if ctx is None else ctx.prefix
             start = 0 if ctx is None else ctx.length - 1  # tokens in the context's cache
             tokens = job.tokens
-            while tokens.size > step:  # leading pieces of a long prompt, one by one
+            while (size := self._piece(start, tokens.size)) < tokens.size:  # leading pieces, one by one
                 existing = first_row(engine.prefill_batch(  # one row, one sample
-                    params=self.params, padded_tokens=tokens[None, :step], true_lengths=[step],
+                    params=self.params, padded_tokens=tokens[None, :size], true_lengths=[size],
                     samplers=[SamplingParams()], rngs=[None], num_samples=[1], existing_prefixes=[existing],
                     existing_lengths=[start]))
-                start += step
-                tokens = tokens[step:]
+                start += size
+                tokens = tokens[size:]
                 self.stats["prefill_calls"] += 1
-                self.stats["prefill_tokens"] += step
-            size = engine.length_for(tokens.size, self.min_bucket)
+                self.stats["prefill_tokens"] += size
             groups.setdefault(size, []).append((job, existing, start, tokens))
         for size, group in groups.items():
             padded = np.zeros((len(group), size), np.int32)

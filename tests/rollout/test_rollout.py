@@ -122,6 +122,17 @@ def test_group_prefilled_once(engine, tokenizer, pool):
     assert len({tuple(t.tokens[opening:]) for t in trajs}) > 1  # 4 different samples
 
 
+def test_groups_are_tasks_not_openings(engine, tokenizer):
+    """searchqa tasks 2 and 322 open with the same text; each seed's episodes are still one group of
+    their own, sampled as when that task plays alone (they depend on their uids only)."""
+    with EnvPool("searchqa", 4) as p:
+        both = rollout(engine, tokenizer, 1.0, max_turns=1).run(p, [2, 2, 322, 322], uids=[0, 1, 2, 3])
+        alone = rollout(engine, tokenizer, 1.0, max_turns=1).run(p, [322, 322], uids=[2, 3])
+    opening = both[0].turns[0].start
+    assert both[0].tokens[:opening] == both[2].tokens[:opening]
+    assert [t.tokens for t in both[2:]] == [t.tokens for t in alone]
+
+
 def test_invalid_limit_cuts_the_same_episodes(engine, tokenizer, pool):
     """max_invalid=2 ends an episode, unsuccessful, at its second inadmissible action; the turns played
     until then are those the unlimited rollout plays (the limit only cuts)."""
@@ -139,6 +150,14 @@ def test_invalid_limit_cuts_the_same_episodes(engine, tokenizer, pool):
         assert [t.response for t in c.turns] == [t.response for t in f.turns[:c.num_turns]]
     with pytest.raises(ValueError, match="rollout.max_invalid_actions"):
         RolloutConfig(max_invalid=-1)
+
+
+@pytest.mark.parametrize("bad", [dict(max_turns=0), dict(max_turns=-2), dict(max_action_tokens=0)])
+def test_config_refuses_limits_below_one(bad):
+    """A turn limit below 1 would still play one turn (the limit is checked after it); a response
+    budget below 1 cannot sample: both are refused, naming the setting."""
+    with pytest.raises(ValueError, match=f"rollout.{next(iter(bad))} must be >= 1"):
+        RolloutConfig(**bad)
 
 
 def test_context_limit(model, tokenizer, pool):

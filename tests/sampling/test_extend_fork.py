@@ -94,6 +94,20 @@ def test_fork_from_context(engine):
         assert c.context.length == len(tokens) + 4 + 3 + 6
 
 
+
+@pytest.mark.parametrize("cached, new", [(89, 3), (85, 10)], ids=["one_piece", "two_pieces"])
+def test_extension_at_the_end_of_the_cache(engine, cached, new):
+    """An extension whose padded prefill piece would run past the cache (89 + 8 > 96; 85 + 16 > 96)
+    is split into pieces that fit, so it is written where it belongs: it equals a fresh prefill."""
+    driver = Driver(engine)
+    tokens = list(prompt(cached, 8))
+    [[first]] = driver.run([Request(tokens, max_new_tokens=1, keep_context=True)])
+    obs = list(prompt(new - 1, 9))
+    budget = MAX_LEN - cached - new
+    ext = fresh(driver, obs, max_new_tokens=budget, context=first.context)
+    assert_same(ext, fresh(Driver(engine), tokens + first.tokens + obs, max_new_tokens=budget))
+
+
 def test_stop_strings_and_ids(engine):
     tokens = prompt(6, 6)
     plain = fresh(Driver(engine), tokens, max_new_tokens=20)
