@@ -109,6 +109,12 @@ def _field(config, key):
         return None
 
 
+def eval_count(config) -> int:
+    """Held-out episodes per evaluation: train.eval_episodes, capped by env.eval_seeds when > 0 (0: no cap)."""
+    cap = config.env.eval_seeds
+    return min(config.train.eval_episodes, cap) if cap > 0 else config.train.eval_episodes
+
+
 def has_checkpoint(folder: str) -> bool:
     d = os.path.join(folder, "checkpoints")
     return os.path.isdir(d) and any(n.isdigit() for n in os.listdir(d))
@@ -274,7 +280,7 @@ def _main(argv):
     workdir = os.path.abspath(FLAGS.workdir)
     seeds = list(range(FLAGS.first_seed, FLAGS.first_seed + FLAGS.seeds))
     sft_once = FLAGS.sft_once and config.sft.steps > 0 and any(m.shares_sft for m in methods)
-    eval_n = min(config.train.eval_episodes, config.env.eval_seeds)
+    eval_n = eval_count(config)
 
     sft_runs = {s: Run("_sft", os.path.join(workdir, SFT_DIR, f"seed{s}"), s,
                        [("credit.method", "grpo"), ("seed", str(s)), ("train.steps", "0"),
@@ -286,7 +292,7 @@ def _main(argv):
             shared = sft_runs[s].folder if sft_once and m.shares_sft else None
             runs.append(Run(m.spec, os.path.join(workdir, m.slug, f"seed{s}"), s,
                             m.all_overrides() + [("seed", str(s))], cfg.train.steps, shared,
-                            min(cfg.train.eval_episodes, cfg.env.eval_seeds)))
+                            eval_count(cfg)))
 
     failed = []
     if not FLAGS.report_only:

@@ -6,10 +6,12 @@
     prover-convert --ckpt=WORKDIR --out_peft=DIR [--step=N]      # a LoRA run's adapters, as an HF PEFT folder
 
 Both directions stream tensor by tensor: peak host memory is about one copy of the params.
+A folder that cannot be read or written exits with status 1 and one line on stderr naming it.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 
 import jax.numpy as jnp
@@ -35,6 +37,21 @@ flags.DEFINE_integer("max_shard_mb", 5120, "Largest safetensors file written on 
 
 def main(argv):
     del argv
+    if FLAGS.dtype is not None:
+        try:
+            jnp.dtype(FLAGS.dtype)
+        except TypeError:
+            raise app.UsageError(f"--dtype: {FLAGS.dtype!r} is not a dtype (e.g. bfloat16, float32)") from None
+    try:
+        convert()
+    except (OSError, ValueError) as e:
+        print(f"prover-convert: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
+              file=sys.stderr)
+        sys.exit(1)
+
+
+def convert() -> None:
+    """The conversion the flags ask for."""
     t0 = time.time()
     if FLAGS.hf_dir and FLAGS.out and not (FLAGS.ckpt or FLAGS.out_hf):
         model = load_hf(FLAGS.hf_dir, dtype=jnp.float32)

@@ -8,6 +8,8 @@ setting, the truth and the metrics).
 Methods are credited with the credit and judge sections of the default run config
 (`training.config.default_config`), `--set KEY=VALUE` overriding the credit section. Prints a table,
 notes on skipped methods, the time, and last one JSON line: {method: {metric: value or null}}.
+A bad argument (a --set key the credit section lacks, --eps outside [0, 1], ...) exits with status 2
+and one line naming it.
 """
 
 from __future__ import annotations
@@ -25,16 +27,24 @@ from prover_jax.training.config import default_config
 
 
 def set_override(config, assignment: str) -> None:
-    """'prover.k=4' -> config.prover.k = 4 (Python literals, else the text)."""
-    key, _, text = assignment.partition("=")
+    """'prover.k=4' -> config.prover.k = 4 (Python literals, else the text). ValueError naming the
+    assignment when it has no '=', names no existing field, or gives a value of another type."""
+    key, eq, text = assignment.partition("=")
+    if not eq:
+        raise ValueError(f"--set {assignment!r}: expected KEY=VALUE, e.g. prover.k=4")
     try:
         value = ast.literal_eval(text)
     except (ValueError, SyntaxError):
         value = text
     *path, last = key.strip().split(".")
     for part in path:
-        config = config[part]
-    config[last] = value
+        config = config.get(part) if hasattr(config, "get") else None
+    if not hasattr(config, "get") or last not in config:
+        raise ValueError(f"--set {assignment!r}: the credit config has no field {key.strip()!r}")
+    try:
+        config[last] = value
+    except TypeError as e:
+        raise ValueError(f"--set {assignment!r}: {e}") from None
 
 
 def parse_args(argv):
@@ -57,6 +67,18 @@ def parse_args(argv):
                    help="credit config override, e.g. --set prover.k=4 (repeatable)")
     p.add_argument("--strict", action="store_true", help="raise when a method fails instead of skipping it")
     args = p.parse_args(argv)
+    for name in ("groups", "group_size", "tokens_per_turn"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name} must be >= 1, got {getattr(args, name)}")
+    if not args.eps or not all(0 <= e <= 1 for e in args.eps):
+        p.error(f"--eps must be one or more values in [0, 1], got {args.eps}")
+    if args.env_kwargs is not None and not isinstance(args.env_kwargs, dict):
+        p.error(f"--env_kwargs must be a JSON object, got {args.env_kwargs!r}")
+    for assignment in args.set:
+        try:
+            set_override(default_config().credit, assignment)
+        except ValueError as e:
+            p.error(str(e))
     args.methods = list(dict.fromkeys(args.methods or lab.default_methods()))
     args.eps = list(dict.fromkeys(args.eps))
     args.env_kwargs = {**lab.ENV_PRESETS[args.env], **(args.env_kwargs or {})}

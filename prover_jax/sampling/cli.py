@@ -12,7 +12,8 @@ keys), so a prompt's samples do not depend on the other prompts. Generation ends
 --ignore_eos disables), a --stop string, or --max_new_tokens.
 --benchmark runs everything once to compile, then again timed, and prints a last line
 {"generated_tokens", "seconds", "tokens_per_s", "warmup_seconds"}.
-Bad flags exit with status 2, an unreadable model with status 1; both print one line to stderr.
+Bad flags exit with status 2, an unreadable model with status 1; both print one line to stderr. A value
+absl itself cannot parse (--max_new_tokens=abc, --dtype=float16) gets absl's message and status 1.
 """
 
 from __future__ import annotations

@@ -214,6 +214,18 @@ def test_cli_bad_method_fails_before_any_run(tmp_path):
     assert not (tmp_path / "w").exists()
 
 
+def test_report_only_se_of_old_records_with_uncapped_eval_seeds(tmp_path):
+    """env.eval_seeds = 0 (the default) means no cap: an old record without SEs gets the binomial SE
+    over train.eval_episodes, not none."""
+    w = tmp_path / "w"
+    old_style(str(w / "grpo" / "seed0"), 0.25, 0.75)
+    out = compare(tmp_path, "--methods=grpo", "--seeds=1", f"--workdir={w}", "--report_only",
+                  "--config.train.steps=2", "--config.env.eval_seeds=0", "--config.train.eval_episodes=16")
+    assert out.returncode == 0, out.stderr[-3000:]
+    final = json.load(open(w / "compare.json"))["methods"]["grpo"]["final_success"]
+    assert final["pm"] == pytest.approx(math.sqrt(0.75 * 0.25 / 16))
+
+
 def test_end_to_end(tmp_path):
     w = tmp_path / "w"
     out = compare(tmp_path, "--methods=grpo,prover", "--seeds=2", "--parallel=2", f"--workdir={w}",

@@ -45,3 +45,15 @@ def test_restored_model_matches_and_errors(tmp_path, hf_checkpoint):
         save_checkpoint(model, str(ckpt))
     with pytest.raises(FileNotFoundError, match="is not a prover checkpoint"):
         load_checkpoint(str(tmp_path / "nothing"))
+
+
+def test_cli_bad_paths_are_one_line(tmp_path):
+    cmd = [sys.executable, "-m", "prover_jax.convert.cli"]
+    missing = tmp_path / "missing"
+    for args, flag in (([f"--hf_dir={missing}", f"--out={tmp_path / 'o'}"], str(missing)),
+                       ([f"--ckpt={missing}", f"--out_hf={tmp_path / 'o'}"], str(missing)),
+                       ([f"--ckpt={missing}", f"--out_hf={tmp_path / 'o'}", "--dtype=bfloat17"], "--dtype")):
+        proc = subprocess.run(cmd + args, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+        assert flag in proc.stderr.strip().splitlines()[-1], proc.stderr
+    assert not (tmp_path / "o").exists()

@@ -155,3 +155,18 @@ def test_exact_credit_is_the_dp_advantage(env):
     assert v[0] == pytest.approx(dp.success_probability(env, policy, start, *traj.lab_views[0]))
     batch = dict(groups=[[traj]], adv={traj.uid: a})
     np.testing.assert_allclose(lt.turn_credit(traj, lab.exact_credit(batch)[0][0]), a, atol=1e-6)
+
+
+@pytest.mark.parametrize("bad, message", [
+    (["--set", "prover.kk=4"], "no field 'prover.kk'"),
+    (["--set", "prover.k"], "expected KEY=VALUE"),
+    (["--set", "prover.k=four"], "prover.k=four"),
+    (["--eps=0.4,2"], "--eps"),
+    (["--groups=0"], "--groups"),
+    (["--tokens_per_turn=0"], "--tokens_per_turn"),  # would credit zero-length turns: wrong metrics
+    (["--env_kwargs=[1]"], "--env_kwargs"),
+])
+def test_bad_arguments_name_the_flag(bad, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.parse_args(["--methods=grpo", *bad])
+    assert e.value.code == 2 and message in capsys.readouterr().err
