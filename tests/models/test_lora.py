@@ -56,6 +56,20 @@ def test_zero_adapter_is_the_base_and_merged_weights_are_the_adapted_model():
     assert jax.tree.structure(merged) == jax.tree.structure(plain_params)
 
 
+def test_adapted_projections_keep_the_compute_dtype():
+    """The fp32 adapters' delta is added in fp32 but each projection returns the bf16 compute dtype, as
+    the plain model's do: the residual stream and attention stay bf16 (cuDNN attention takes no fp32)."""
+    base = tiny_model(tiny_config(), dtype=jnp.bfloat16)
+    plain_graphdef, _ = nnx.split(base, nnx.Param)
+    graphdef, adapters, frozen = split_lora(apply_lora(base, SPEC))
+    moved = randomize_b(adapters)
+    lm = nnx.merge(graphdef, moved, frozen)
+    assert lm.hidden(jnp.asarray(TOKENS)).dtype == jnp.bfloat16
+    plain = nnx.merge(plain_graphdef, merge_weights(frozen, moved, SPEC))
+    np.testing.assert_allclose(np.asarray(lm(jnp.asarray(TOKENS))), np.asarray(plain(jnp.asarray(TOKENS))),
+                               atol=0.1)
+
+
 def test_gradients_reach_the_adapters_only():
     lm = apply_lora(tiny_model(tiny_config()), SPEC)
     graphdef, adapters, frozen = split_lora(lm)

@@ -3,6 +3,7 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from flax import nnx
 
 from prover_jax.models import qwen3_5
@@ -101,6 +102,15 @@ def test_ragged_prefill_and_extension():
         ref = model(seq)[0, n:]
         np.testing.assert_allclose(logits[b], ref, atol=1e-4)
     np.testing.assert_array_equal(cache.pos, lens + 12)
+
+
+def test_uncached_arguments_are_refused_with_a_cache():
+    """A mask or positions would be dropped in the cached mode (right padding via valid_len_B, positions
+    from cache.pos): a named error instead of logits for the wrong tokens."""
+    model, tokens = model_and_tokens(T=5, B=1)
+    for kw in (dict(mask_BxT=jnp.ones((1, 5), jnp.int32)), dict(positions_BxT=jnp.zeros((1, 5), jnp.int32))):
+        with pytest.raises(ValueError, match="uncached forward only"):
+            model(tokens, cache=qwen3_5.init_cache(CFG, 1, 8), **kw)
 
 
 def test_gdn_cache_state_is_fp32_with_bf16_compute():

@@ -85,6 +85,32 @@ def test_text_config_ties_by_its_own_flag():
     assert qwen3_5.Qwen3_5Config.from_hf_dict(d).tie_word_embeddings is False
 
 
+def test_rope_fields_read_as_transformers_reads_them():
+    """No theta anywhere: transformers' 1e4; a legacy rope_scaling (or rope_parameters["type"]) sets the
+    rope type, so an unsupported one is refused rather than run as plain RoPE."""
+    from transformers import Qwen3_5TextConfig
+
+    d = qwen3_5.CONFIGS["demo"].to_hf_dict()
+    d.pop("rope_parameters")
+    hf = Qwen3_5TextConfig(**{k: v for k, v in d.items() if k not in ("architectures", "model_type")})
+    assert qwen3_5.Qwen3_5Config.from_hf_dict(d).rope_theta == hf.rope_parameters["rope_theta"] == 1e4
+    d["rope_theta"] = 5e5
+    assert qwen3_5.Qwen3_5Config.from_hf_dict(d).rope_theta == 5e5
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}
+    for bad in ({"rope_scaling": yarn}, {"rope_parameters": {"type": "linear", "factor": 2.0}}):
+        with pytest.raises(ValueError, match="unsupported rope_type"):
+            qwen3_5.Qwen3_5Config.from_hf_dict({**d, **bad})
+
+
+@pytest.mark.parametrize("field,value,match", [("hidden_act", "gelu", "unsupported hidden_act 'gelu'"),
+                                               ("attention_bias", True, "attention_bias: true")])
+def test_config_fields_the_model_does_not_implement_are_refused(field, value, match):
+    d = {**qwen3_5.CONFIGS["demo"].to_hf_dict(), field: value}
+    with pytest.raises(ValueError, match=match):
+        qwen3_5.Qwen3_5Config.from_hf_dict(d)
+    assert qwen3_5.Qwen3_5Config.from_hf_dict({**d, "hidden_act": "swish", "attention_bias": False})
+
+
 def test_tied_checkpoint_that_stores_the_head(tmp_path, hf_checkpoint):
     """Accepted when the head equals the embedding (transformers ties it); a named error otherwise."""
     ckpt = shutil.copytree(hf_checkpoint([L, A], tied=True), str(tmp_path / "ckpt"))

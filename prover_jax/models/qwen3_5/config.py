@@ -12,6 +12,7 @@ TEXT_MODEL_TYPE = "qwen3_5_text"
 MULTIMODAL_MODEL_TYPE = "qwen3_5"
 TEXT_ARCHITECTURES = ("Qwen3_5ForCausalLM",)
 MULTIMODAL_ARCHITECTURES = ("Qwen3_5ForConditionalGeneration",)
+HF_DEFAULT_ROPE_THETA = 10000.0  # transformers' theta for a config.json that gives none
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,7 +112,9 @@ class Qwen3_5Config:
     def from_hf_dict(cls, d: dict) -> "Qwen3_5Config":
         """Reads a Qwen3.5 config.json dict: text-only (`qwen3_5_text`) or multimodal (`qwen3_5`). As in
         transformers, a multimodal config ties the embeddings by its top-level `tie_word_embeddings`
-        (default false), whatever `text_config` says; a text-only one by its own (default false)."""
+        (default false), whatever `text_config` says; a text-only one by its own (default false). Fields
+        the model does not implement (hidden_act other than silu, attention_bias, a rope_type other than
+        default) are a ValueError naming them."""
         model_type = d.get("model_type")
         archs = d.get("architectures") or []
         known = TEXT_ARCHITECTURES + MULTIMODAL_ARCHITECTURES
@@ -130,14 +133,19 @@ class Qwen3_5Config:
         else:
             raise ValueError(f"unsupported model_type {model_type!r}; expected {TEXT_MODEL_TYPE!r} or "
                              f"{MULTIMODAL_MODEL_TYPE!r}")
-        rope = dict(text.get("rope_parameters") or {})
+        if text.get("hidden_act", "silu") not in ("silu", "swish"):
+            raise ValueError(f"unsupported hidden_act {text['hidden_act']!r}; only 'silu' is implemented")
+        if text.get("attention_bias"):
+            raise ValueError("attention_bias: true is not supported; the projections have no biases")
+        # as transformers: a legacy rope_scaling wins, "type" stands for rope_type, theta defaults to 1e4
+        rope = dict(text.get("rope_scaling") or text.get("rope_parameters") or {})
         if "rope_theta" in text and "rope_theta" not in rope:
             rope["rope_theta"] = text["rope_theta"]
-        if rope.get("rope_type", "default") != "default":
-            raise ValueError(f"unsupported rope_type {rope['rope_type']!r}; only 'default' is implemented")
-        rope.pop("rope_type", None)  # "default", the only one (to_hf_dict writes it back)
+        rope_type = rope.pop("rope_type", rope.pop("type", "default"))
+        if rope_type != "default":
+            raise ValueError(f"unsupported rope_type {rope_type!r}; only 'default' is implemented")
         rope = {k: tuple(v) if isinstance(v, list) else v for k, v in rope.items()}  # JSON lists: hashable
-        theta = rope.pop("rope_theta", 1e7)
+        theta = rope.pop("rope_theta", HF_DEFAULT_ROPE_THETA)
         factor = rope.pop("partial_rotary_factor", text.get("partial_rotary_factor", 0.25))
         layers = text.get("layer_types")
         try:

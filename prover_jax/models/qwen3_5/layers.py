@@ -73,7 +73,8 @@ def dot_rows(x: Array, w: Array, flat: bool, **kw) -> Array:
 
 
 class Linear(nnx.Module):
-    """y = x @ kernel (no bias); kernel [in, out]."""
+    """y = x @ kernel (no bias); kernel [in, out]; y in `dtype`, also when an intercepted dot (LoRA's
+    fp32 adapters) promotes it."""
 
     def __init__(self, d_in, d_out, axes, *, rngs, dtype, param_dtype):
         self.kernel = _param(rngs, _normal(), (d_in, d_out), param_dtype, axes)
@@ -83,7 +84,7 @@ class Linear(nnx.Module):
         x, w = x.astype(self.dtype), self.kernel[...].astype(self.dtype)
         if _F32_DOT_OUTPUTS.get() and jnp.dtype(self.dtype) != jnp.float32:
             return dot_rows(x, w, _FLAT_DOTS.get(), preferred_element_type=jnp.float32).astype(self.dtype)
-        return dot_rows(x, w, _FLAT_DOTS.get())
+        return dot_rows(x, w, _FLAT_DOTS.get()).astype(self.dtype)
 
 
 class RMSNorm(nnx.Module):

@@ -240,13 +240,17 @@ class Qwen3_5(nnx.Module):
     def hidden(self, tokens_BxT, *, mask_BxT=None, positions_BxT=None, cache: Cache | None = None,
                valid_len_B=None, segment_ids_BxT=None):
         """Final-norm hidden states [B, T, D] (and the new cache in cached mode). segment_ids_BxT:
-        packed rows (module doc); id 0 is invalid, as mask_BxT = 0 is."""
+        packed rows (module doc); id 0 is invalid, as mask_BxT = 0 is. mask_BxT, positions_BxT and
+        segment_ids_BxT are uncached only (ValueError with a cache)."""
         B, T = tokens_BxT.shape
         steps = jnp.arange(T, dtype=jnp.int32)[None, :]
         segments = None
         if cache is not None:
             if segment_ids_BxT is not None:
                 raise ValueError("segment_ids_BxT (packed rows) is for the uncached forward only")
+            if mask_BxT is not None or positions_BxT is not None:
+                raise ValueError("mask_BxT / positions_BxT are for the uncached forward only; with a cache, "
+                                 "rows are right-padded (valid_len_B) and positions continue from cache.pos")
             valid_len_B = (jnp.full((B,), T, jnp.int32) if valid_len_B is None
                            else jnp.asarray(valid_len_B, jnp.int32))
             positions = cache.pos[:, None] + steps
