@@ -47,12 +47,14 @@ def architecture(config) -> tuple[Family, Any]:
 
 def model_runtime(config, mesh):
     """How the policy's uncached forward runs (model.scan_layers / attention / gdn_*, train.remat),
-    "auto" resolved for the platform of `mesh`'s devices: a runtime of the policy's family."""
+    "auto" resolved for the platform of `mesh`'s devices, the compute dtype (model.dtype) and packing
+    (train.max_tokens_per_row): a runtime of the policy's family."""
     m = config.model
     dtype = m.gdn_matmul_dtype
     return architecture(config)[0].resolve_runtime(
         mesh.devices.flat[0].platform, scan_layers=m.scan_layers, remat=config.train.remat,
-        attention=m.attention, gdn_chunk=m.gdn_chunk, gdn_matmul_dtype=None if dtype == "float32" else dtype)
+        attention=m.attention, gdn_chunk=m.gdn_chunk, gdn_matmul_dtype=None if dtype == "float32" else dtype,
+        dtype=m.dtype, packed=config.train.max_tokens_per_row > 0)
 
 
 def mesh_shape(config) -> tuple[int, int, int]:

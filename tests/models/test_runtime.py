@@ -111,6 +111,11 @@ def test_block_period_and_runtime_resolution():
     assert resolve_runtime("cpu", attention="dpa").attention == "xla"
     assert resolve_runtime("tpu", attention="dpa").attention == "xla"
     assert resolve_runtime("gpu", attention="dense", cudnn=True).attention == "dense"  # forced stays
+    # cuDNN takes bf16 / fp16 and no packed rows: otherwise auto is dense and dpa xla
+    assert resolve_runtime("gpu", cudnn=True, dtype="bfloat16").attention == "cudnn"
+    for kw in (dict(dtype="float32"), dict(dtype="bfloat16", packed=True)):
+        assert resolve_runtime("gpu", cudnn=True, **kw).attention == "dense", kw
+        assert resolve_runtime("gpu", attention="dpa", cudnn=True, **kw).attention == "xla", kw
     assert resolve_runtime("gpu", gdn_chunk=16, gdn_matmul_dtype=None).gdn_matmul_dtype is None
     if jax.default_backend() == "cpu":  # a forced "gpu" platform asks the running backend: no cuDNN here
         assert resolve_runtime("gpu").attention == "dense"

@@ -69,13 +69,16 @@ class Runtime:
 
 
 def resolve_runtime(platform: str, *, scan_layers=False, remat="none", attention="auto",
-                    gdn_chunk=0, gdn_matmul_dtype="auto", cudnn: bool | None = None) -> Runtime:
+                    gdn_chunk=0, gdn_matmul_dtype="auto", cudnn: bool | None = None, dtype=None,
+                    packed: bool = False) -> Runtime:
     """A Runtime for `platform` (cpu | tpu | gpu): "auto" / 0 take the backend's defaults (TPU: splash
     attention, delta-rule chunk 64 with bf16 matmul inputs; GPU: cuDNN attention through
     jax.nn.dot_product_attention, chunk 64, bf16 matmul inputs; CPU: blocked (the dense math over causal
     query blocks), chunk 16, fp32). attention="dpa" is jax.nn.dot_product_attention on any backend:
     "cudnn" on a GPU with cuDNN, else "xla". `cudnn`: whether cuDNN is there (None: ask the running
-    backend, only when platform is gpu)."""
+    backend, only when platform is gpu). cuDNN is taken only where it can run the call: compute
+    `dtype` bf16 / fp16 (None: unknown, taken as such) and no `packed` rows; else auto is "dense" and
+    dpa "xla"."""
     from prover_jax.models.qwen3_5.delta_rule import backend_defaults
     gdn = backend_defaults(platform)
     gpu = platform.lower() in ("gpu", "cuda", "rocm")
@@ -83,7 +86,8 @@ def resolve_runtime(platform: str, *, scan_layers=False, remat="none", attention
         if gpu and cudnn is None:
             from prover_jax.models.qwen3_5.flash import cudnn_available
             cudnn = cudnn_available()
-        if gpu and cudnn:
+        half = dtype is None or jnp.dtype(dtype) in (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
+        if gpu and cudnn and half and not packed:
             attention = "cudnn"
         elif attention == "dpa":
             attention = "xla"
