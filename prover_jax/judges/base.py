@@ -21,9 +21,11 @@ spending sets the exception's `spent` attribute to a Proposal with its counters,
 proposal keeps: calls, tokens, cost and repairs are never lost).
 
 `Judge.propose` (template method) times the call, catches exceptions and re-validates what the judge
-returned; judges implement `_propose`. Judges register under a name with `@register(name)`; the
-trainer builds them with `make_judge(name, config_section, workdir)` (built-in judges are imported
-lazily, so the openai client is only imported when the openai judge is used).
+returned; judges implement `_propose`. A successful trajectory without any valid segment (one turn, or
+every non-terminal turn invalid) is dropped as no_candidate without asking the judge (no call is spent).
+Judges register under a name with `@register(name)`; the trainer builds them with
+`make_judge(name, config_section, workdir)` (built-in judges are imported lazily, so the openai client
+is only imported when the openai judge is used).
 """
 
 from __future__ import annotations
@@ -241,7 +243,11 @@ class Judge(abc.ABC):
         start = time.perf_counter()
         rng = np.random.default_rng() if rng is None else rng
         try:
-            p = self._propose(success, list(failures), max_segment_turns=int(max_segment_turns), rng=rng)
+            if not valid_segments(success, int(max_segment_turns)):  # nothing to ask a judge for
+                p = Proposal(None, NO_CANDIDATE, rationale=f"no valid segment in the successful trajectory "
+                                                           f"({success.num_turns} turns)")
+            else:
+                p = self._propose(success, list(failures), max_segment_turns=int(max_segment_turns), rng=rng)
             if not isinstance(p, Proposal):
                 raise TypeError(f"{type(self).__name__}._propose returned {type(p).__name__}, not a Proposal")
         except Exception as e:  # noqa: BLE001  (a judge must never stop training)

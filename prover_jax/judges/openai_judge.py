@@ -7,12 +7,12 @@ previews of the failed runs (ids 0..n-1), and three tools (see `tools`): search_
 propose_segment(start_turn, end_turn, failure_mode, rationale), the answer.
 
 Loop: call the model, run its tool calls, append the results, repeat. A proposal is validated
-(`base.segment_problem`); an invalid one, malformed JSON arguments, a reply without any tool call
-('no_tool_call') or whose tool calls cannot be read ('schema': tool_calls not a list, an entry or its
-function not an object; unreadable entries are skipped when others can be run) costs one repair: the
-model is told what is wrong and asked again; after max_repairs the proposal is dropped with the last
-reason. At most max_tool_rounds + max_repairs model calls per proposal (then 'no_proposal', or the
-last invalid proposal's reason).
+(`base.segment_problem`); a reply with invalid ones (however many), malformed JSON arguments, without
+any tool call ('no_tool_call') or whose tool calls cannot be read ('schema': tool_calls not a list, an
+entry or its function not an object; unreadable entries are skipped when others can be run) costs one
+repair: the model is told what is wrong and asked again; after max_repairs the proposal is dropped
+with the last reason. At most max_tool_rounds + max_repairs model calls per proposal (then
+'no_proposal', or the last invalid proposal's reason).
 
 tool_choice: "auto" (default) sends none (the endpoint's default: the model may answer in text);
 "required" sends tool_choice="required" on every call, so each reply calls one of the offered tools
@@ -243,6 +243,7 @@ class OpenAIJudge(Judge):
                 usage.repairs += 1
                 messages.append({"role": "user", "content": nudge})
                 continue
+            repaired = False  # the rejected proposals of one reply share one repair turn
             for call in calls:
                 name, raw = call["function"]["name"], call["function"]["arguments"]
                 if name == "propose_segment":
@@ -251,11 +252,12 @@ class OpenAIJudge(Judge):
                     if problem is None:
                         return self._result(usage, OK, segment, rationale, mode)
                     last = problem
-                    if usage.repairs >= self.max_repairs:
-                        return self._result(usage, problem[0],
-                                            rationale=f"{rationale} [rejected: {problem[1]}]".strip(),
-                                            failure_mode=mode)
-                    usage.repairs += 1
+                    if not repaired:
+                        if usage.repairs >= self.max_repairs:
+                            return self._result(usage, problem[0],
+                                                rationale=f"{rationale} [rejected: {problem[1]}]".strip(),
+                                                failure_mode=mode)
+                        usage.repairs, repaired = usage.repairs + 1, True
                     content = (f"REJECTED ({problem[0]}): {problem[1]}. Call propose_segment again with a "
                                f"valid segment (repair {usage.repairs} of {self.max_repairs}).")
                     messages.append({"role": "tool", "tool_call_id": call["id"], "content": content})

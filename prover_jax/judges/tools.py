@@ -89,14 +89,17 @@ class FailureIndex:
         self._retriever = None
 
     def _index(self):
+        """The BM25 retriever over every failed turn; None when no turn has a searchable word."""
         if self._retriever is None:
             import bm25s
 
             texts = [turn_text(self.failures[i].turns[t]) for i, t in self.docs]
-            self._retriever = bm25s.BM25()
-            self._retriever.index(bm25s.tokenize(texts, stopwords="en", show_progress=False),
-                                  show_progress=False)
-        return self._retriever
+            tokens = bm25s.tokenize(texts, stopwords="en", show_progress=False)
+            self._retriever = False
+            if tokens.vocab:  # bm25s cannot index a corpus without a single word
+                self._retriever = bm25s.BM25()
+                self._retriever.index(tokens, show_progress=False)
+        return self._retriever or None
 
     def search(self, query: Any, k: Any = 5) -> str:
         if not isinstance(query, str) or not query.strip():
@@ -112,7 +115,10 @@ class FailureIndex:
         tokens = bm25s.tokenize([query], stopwords="en", show_progress=False, return_ids=False)
         if not tokens or not tokens[0]:
             return f"no searchable words in {query!r}; use content words (objects, places, actions)"
-        docs, scores = self._index().retrieve(tokens, k=k, show_progress=False)
+        retriever = self._index()
+        if retriever is None:
+            return f"no turn of the failed runs matches {query!r}"
+        docs, scores = retriever.retrieve(tokens, k=k, show_progress=False)
         lines = []
         for d, score in zip(docs[0], scores[0]):
             if score <= 0:

@@ -6,11 +6,13 @@ import json
 import time
 
 import httpx
+import numpy as np
 import pytest
 
 from prover_jax.judges import API_ERROR, JUDGE_ERROR, SCHEMA, TIMEOUT, Judge, Proposal
 from prover_jax.judges.client import retry_after
-from test_openai_judge import FAILURES, SUCCESS, Server, call, judge_for, reply, run
+from test_openai_judge import (FAILURES, SUCCESS, Server, call, judge_for, make_traj, reply, run,
+                               tool_results)
 
 PROPOSE = reply(call("propose_segment", start_turn=1, end_turn=1, failure_mode="m", rationale="r"))
 SEARCH = reply(call("search_trajectory", query="cup", k=2), usage=(1000, 100))
@@ -84,6 +86,15 @@ def test_readable_tool_calls_run_beside_malformed_ones():
     server = Server(with_message({"tool_calls": ["junk", good]}))
     p = run(judge_for(server))
     assert p.ok and p.segment == (2, 2) and p.repairs == 0
+
+
+def test_search_over_failed_runs_without_a_searchable_word_is_a_result():
+    # every failed turn tokenizes to nothing (one-letter actions, punctuation): no index can be built
+    failures = [make_traj([("a", "!"), ("b", "")], False), make_traj([("c", "?")], False)]
+    server = Server(reply(call("search_trajectory", query="cabinet", k=3)), PROPOSE)
+    p = judge_for(server).propose(SUCCESS, failures, max_segment_turns=2, rng=np.random.default_rng(0))
+    assert p.ok and p.segment == (1, 1) and p.calls == 2
+    assert tool_results(server.requests[1]) == ["no turn of the failed runs matches 'cabinet'"]
 
 
 # ------------------------------------------------------------------------------- unusable responses

@@ -8,8 +8,8 @@ import httpx
 import numpy as np
 import pytest
 
-from prover_jax.judges import (API_ERROR, BUDGET, INVALID_ACTION, NO_PROPOSAL, NO_TOOL_CALL, RATE_LIMITED,
-                               TIMEOUT, make_judge)
+from prover_jax.judges import (API_ERROR, BUDGET, INVALID_ACTION, NO_CANDIDATE, NO_PROPOSAL, NO_TOOL_CALL,
+                               RATE_LIMITED, TIMEOUT, make_judge)
 from prover_jax.judges.openai_judge import OpenAIJudge, is_self_hosted
 from prover_jax.rollout.trajectory import Trajectory, Turn
 from prover_jax.training.config import default_config
@@ -151,6 +151,17 @@ def test_dropped_after_max_repairs_with_the_last_reason():
     assert len(server.requests) == 4
 
 
+def test_invalid_proposals_of_one_reply_cost_one_repair():
+    bad = [call("propose_segment", start_turn=l, end_turn=r, failure_mode="m", rationale="r")
+           for l, r in ((5, 5), (3, 3), (0, 9), (4, 5))]
+    server = Server(reply(*bad), reply(call("propose_segment", start_turn=1, end_turn=1, failure_mode="m",
+                                            rationale="r")))
+    p = run(judge_for(server, max_repairs=3))
+    assert p.ok and p.segment == (1, 1) and p.repairs == 1 and p.calls == 2
+    results = tool_results(server.requests[1])
+    assert len(results) == 4 and all("REJECTED" in x and "repair 1 of 3" in x for x in results)
+
+
 def test_malformed_arguments_are_repaired():
     server = Server(reply(("propose_segment", '{"start_turn": 1, "end_turn": ')),
                     reply(("propose_segment", '{"start_turn": "one", "end_turn": 1}')),
@@ -169,6 +180,18 @@ def test_reply_without_tool_call_is_nudged_then_dropped():
     server = Server(reply(content="no idea"))
     p = run(judge_for(server, max_repairs=1))
     assert p.reason == NO_TOOL_CALL and p.calls == 2
+
+
+def test_no_valid_segment_spends_no_call():
+    # one turn (its only turn is terminal), or every non-terminal turn invalid: nothing can be proposed
+    one = make_traj([("go to cabinet 1", "You win.")], True)
+    invalid = make_traj([("fly", "Nothing happens."), ("swim", "Nothing happens."), ("go", "You win.")], True,
+                        valid=[False, False, True])
+    for success in (one, invalid):
+        server = Server(reply(call("propose_segment", start_turn=0, end_turn=0, failure_mode="m", rationale="r")))
+        p = judge_for(server).propose(success, FAILURES, max_segment_turns=4, rng=np.random.default_rng(0))
+        assert p.reason == NO_CANDIDATE and p.segment is None and p.calls == 0 and p.cost_usd == 0
+        assert server.requests == []
 
 
 def test_call_cap_without_proposal():
