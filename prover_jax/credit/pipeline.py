@@ -85,6 +85,7 @@ class StepPipeline:
             finally:
                 self.rollout.release_contexts(trajs)
             out.metrics["time/rollout_s"] = rollout_s
+            out.metrics["time/credit_wait_s"] = time.perf_counter() - t0 - rollout_s  # `assign` (a critic's calls)
             return trajs, out
         step = _Step(self, seeds, uids, group_size)
         try:

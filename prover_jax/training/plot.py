@@ -55,7 +55,7 @@ def figure(rows: list[dict]):
     fig, axes = plt.subplots(2 if times else 1, 1, figsize=(7, 7 if times else 4), sharex=True, squeeze=False)
     ax = axes[0, 0]
     if "train success" in s:
-        ax.plot(*s["train success"], label="train success rate")
+        ax.plot(*s["train success"], ".-", label="train success rate")  # a marker: one step is a point
     if "acceptance" in s:
         ax.plot(*s["acceptance"], "x--", label="ProVer acceptance rate (steps with proposals)")
     if "eval success" in s:
@@ -71,10 +71,17 @@ def figure(rows: list[dict]):
     if times:
         ax = axes[1, 0]
         stacked = [k for k in ("time/rollout", "time/credit wait", "time/update", "time/other") if k in s]
-        ax.stackplot(s[stacked[0]][0], *[s[k][1] for k in stacked], labels=[k[5:] for k in stacked], alpha=0.7)
+        x = s[stacked[0]][0]
+        if len(x) > 1:
+            ax.stackplot(x, *[s[k][1] for k in stacked], labels=[k[5:] for k in stacked], alpha=0.7)
+        else:  # one step: an area over one x has no width, so stacked bars
+            bottom = 0.0
+            for k in stacked:
+                ax.bar(x, s[k][1], bottom=bottom, width=0.5, label=k[5:], alpha=0.7)
+                bottom += s[k][1][0]
         for name, _ in OVERLAPPING:
             if f"time/{name}" in s:
-                ax.plot(*s[f"time/{name}"], "--", label=name)
+                ax.plot(*s[f"time/{name}"], ".--", label=name)
         ax.set_ylabel("wall seconds per step")
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)

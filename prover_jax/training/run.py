@@ -5,12 +5,12 @@ process 0 writes what is written once (summary, plot, metrics).
     summary = train(config, workdir, export_hf=None)
 
 Evaluation (greedy, held-out eval tasks; `Trainer.evaluate`) runs before RL, every train.eval_every
-steps and after the last step (an update skipped as non-finite leaves the step count as it was: that
-step is not evaluated or saved again; re-running a finished run's command keeps its last evaluation and
-logs nothing); each appends a row {"step": the step it followed, "eval/success",
-"eval/success_se", "eval/score", "eval/score_se", "eval/episodes"} to metrics.jsonl (training rows are
-the ones with "success_rate"). The summary keeps success_before_rl / success_after_rl (floats) and the
-whole rows as eval_before_rl / eval_after_rl.
+steps and after the last step (with train.steps = 0, the evaluation before RL is the one after it; an
+update skipped as non-finite leaves the step count as it was: that step is not evaluated or saved
+again; re-running a finished run's command keeps its last evaluation and logs nothing); each appends
+a row {"step": the step it followed, "eval/success", "eval/success_se", "eval/score", "eval/score_se",
+"eval/episodes"} to metrics.jsonl (training rows are the ones with "success_rate"). The summary keeps
+success_before_rl / success_after_rl (floats) and the whole rows as eval_before_rl / eval_after_rl.
 
 Process 0 also writes every row's numeric scalars to WORKDIR/tensorboard/ (train.tensorboard;
 metrics.TensorBoardLog: rewritten from metrics.jsonl's kept rows at each start, so a resumed run shows
@@ -113,6 +113,8 @@ def train(config, workdir: str, export_hf: str | None = None, eval_only: bool = 
         if final is not None:
             logging.info("the run in %s is finished (step %d); its last evaluation is kept", trainer.run.root,
                          trainer.step)
+        elif trainer.step == 0 and "eval_before_rl" in summary:  # no step (train.steps = 0): nothing new
+            final = {"step": 0, **summary["eval_before_rl"]}
         summary["eval_after_rl"] = evaluate() if final is None else _eval_of(final)
         summary["success_after_rl"] = summary["eval_after_rl"]["eval/success"]
         if primary:

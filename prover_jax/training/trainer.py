@@ -155,9 +155,14 @@ class Trainer:
     def rl_step(self) -> dict[str, Any]:
         """One optimizer step. With rollout.off_policy_steps = 1 the batch was played (and credited)
         with the previous weights during the previous step's update, and the next one is played now,
-        while this update computes; the loss's ratio is against the behaviour log-probs."""
+        while this update computes (not in step train.steps, the last); the loss's ratio is against the
+        behaviour log-probs."""
         c, run = self.config, self.run
+        if self.skipped_in_a_row >= MAX_SKIPS_IN_A_ROW:  # checked here, so the last skipped step is logged
+            raise FloatingPointError(f"{MAX_SKIPS_IN_A_ROW} updates in a row had a non-finite loss or "
+                                     "gradient; stopping (the last checkpoint is intact)")
         t_step = time.perf_counter()
+        self.compiles.take()  # the step's own compilations only (not SFT's or an evaluation's)
         if self._prefetched is not None:
             (chosen, _), self._prefetched = self._prefetched, None
         else:
@@ -177,7 +182,7 @@ class Trainer:
         # dispatched: the update computes while the next batch plays (off-policy)
         self.state, m = run.train_step(self.state, batch, run.policy.frozen)
         overlap_s = 0.0
-        if self.off_policy:
+        if self.off_policy and before + 1 < c.train.steps:  # a next step follows (self.step would wait)
             self._prefetched = self._collect()
             overlap_s = self._prefetched[1]
         self._publish()
@@ -201,11 +206,9 @@ class Trainer:
         return row
 
     def _count_skips(self, applied: bool) -> None:
-        """A non-finite loss or gradient skips the update (nothing applied); MAX_SKIPS_IN_A_ROW stop the run."""
+        """A non-finite loss or gradient skips the update (nothing applied); after MAX_SKIPS_IN_A_ROW in a
+        row, the next `rl_step` raises FloatingPointError (their rows are all returned, hence logged)."""
         self.skipped_in_a_row = 0 if applied else self.skipped_in_a_row + 1
-        if self.skipped_in_a_row >= MAX_SKIPS_IN_A_ROW:
-            raise FloatingPointError(f"{MAX_SKIPS_IN_A_ROW} updates in a row had a non-finite loss or "
-                                     "gradient; stopping (the last checkpoint is intact)")
 
     def _logprobs(self, batch, params):
         """Log-probs [M, mb, L] of the batch under `params` (the reference or proximal policy),

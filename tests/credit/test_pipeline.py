@@ -283,3 +283,27 @@ def test_cancelled_continuations_start_again_as_they_would_have(setup):
     assert [c.uid for c in again] == [c.uid for c in reference]
     assert [c.tokens for c in again] == [c.tokens for c in reference]
     assert [c.uid for c in later] != [c.uid for c in reference]
+
+
+def test_serial_credit_is_timed_as_the_credit_wait():
+    """Without overlap, the credit assigned after the rollouts (a critic's or judge's calls) is the
+    step's time/credit_wait_s, not time left out of the split."""
+    import types
+
+    from prover_jax.credit.base import CreditOutput
+
+    class Played:
+        def run(self, pool, seeds, uids):
+            time.sleep(0.05)
+            return [types.SimpleNamespace(uid=u) for u in uids]
+
+        def release_contexts(self, trajs):
+            pass
+
+    class SlowCredit:
+        def assign(self, groups):
+            time.sleep(0.2)
+            return CreditOutput(advantages=[[np.zeros(1)] * len(g) for g in groups], metrics={})
+
+    _, out = StepPipeline(Played(), None, SlowCredit()).run([1, 1], [0, 1], 2)
+    assert 0.05 <= out.metrics["time/rollout_s"] < 0.2 <= out.metrics["time/credit_wait_s"] < 1.0

@@ -111,6 +111,17 @@ def test_plot_with_keys_missing(tmp_path, keep):
     assert len(figure(rows).axes) == (2 if "time/other" in s else 1)
 
 
+def test_plot_of_a_single_step_shows_it():
+    """One training row (a 1-step run): its success is a visible point and its wall time stacked bars
+    that add up to time/step_s (a line or an area over one x draws nothing)."""
+    fig = figure([{"step": 1, "success_rate": 0.5, "time/step_s": 4.0, "time/rollout_s": 2.0, "time/update_s": 1.0}])
+    top, bottom = fig.axes
+    (line,) = top.lines
+    assert line.get_xydata().tolist() == [[1, 0.5]] and line.get_marker() not in ("None", "", " ", None)
+    bars = bottom.patches
+    assert [b.get_height() for b in bars] == [2.0, 1.0, 1.0] and [b.get_y() for b in bars] == [0.0, 2.0, 3.0]
+
+
 def read_events(folder) -> tuple[int, dict[str, list[tuple[int, float]]]]:
     """(event files, tag -> [(step, value)]) of a TensorBoard folder, read record by record."""
     from tensorboardX.proto.event_pb2 import Event

@@ -173,8 +173,9 @@ def test_bf16_rollouts_of_an_fp32_policy(tmp_path):
 
 @pytest.mark.parametrize("off_policy", [0, 1])
 def test_off_policy_steps(tmp_path, off_policy):
-    """off_policy_steps=1: step n+1's batch is played during update n with the weights before it,
-    and the loss's ratio is against those behaviour log-probs; with 0, every batch is on-policy."""
+    """off_policy_steps=1: step n+1's batch is played during update n with the weights before it
+    (the last step plays none), and the loss's ratio is against those behaviour log-probs; with 0,
+    every batch is on-policy."""
     import jax
     import jax.numpy as jnp
 
@@ -208,7 +209,9 @@ def test_off_policy_steps(tmp_path, off_policy):
         if off_policy:
             assert abs(second["ratio_mean"] - 1.0) > 1e-3 and second["approx_kl"] > 1e-7
         else:
-            assert abs(second["ratio_mean"] - 1.0) < 1e-4 and t._prefetched is None
+            assert abs(second["ratio_mean"] - 1.0) < 1e-4
+        # step train.steps (the last) plays no batch for a step that will not come
+        assert c.train.steps == 2 and t._prefetched is None and t.batches_drawn == 2
         assert second["tis_weight_mean"] == 1.0
     finally:
         t.close()
