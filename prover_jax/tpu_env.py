@@ -17,19 +17,29 @@ import os
 from collections.abc import MutableMapping
 
 GOOGLE_PCI_VENDOR = "0x1ae0"
+NOT_ACCELERATOR_CLASSES = ("0x01", "0x02")  # PCI base classes: mass storage, network controller
 SLICE_VARS = ("TPU_WORKER_HOSTNAMES", "TPU_HOST_BOUNDS", "TPU_ACCELERATOR_TYPE", "TPU_PROCESS_ADDRESSES")
 SINGLE_HOST = {"TPU_WORKER_HOSTNAMES": "localhost", "TPU_HOST_BOUNDS": "1,1,1"}
 
 
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
 def has_tpu_chip(pci_root: str = "/sys/bus/pci/devices") -> bool:
-    """Whether a PCI device of Google's vendor id (a TPU chip) is visible, or /dev/accel* exists."""
+    """Whether a PCI device of Google's vendor id that is not a network or storage controller (a TPU
+    chip; Compute Engine VMs without one carry Google's virtual NIC, gVNIC) is visible, or /dev/accel*
+    exists."""
     for vendor in glob.glob(os.path.join(pci_root, "*", "vendor")):
-        try:
-            with open(vendor) as f:
-                if f.read().strip() == GOOGLE_PCI_VENDOR:
-                    return True
-        except OSError:
+        if _read(vendor) != GOOGLE_PCI_VENDOR:
             continue
+        pci_class = _read(os.path.join(os.path.dirname(vendor), "class")) or ""
+        if not pci_class.startswith(NOT_ACCELERATOR_CLASSES):
+            return True
     return bool(glob.glob("/dev/accel*"))
 
 

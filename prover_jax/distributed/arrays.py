@@ -100,7 +100,8 @@ def _allgather_rows(v: np.ndarray) -> np.ndarray:
 
 def engine_mesh(train_mesh: Mesh, tensor: int = 1, devices=None) -> Mesh:
     """The mesh a host's engine decodes on: this host's devices as (data, fsdp=1, tensor), tensor =
-    gcd(tensor, local devices). Slots split over data; the weights are whole on every data shard
+    gcd(tensor, local devices); tensor = -1 (a config's "the devices the others leave") is the train
+    mesh's tensor size. Slots split over data; the weights are whole on every data shard
     (split only over tensor), so a decode step reads its weights locally instead of all-gathering
     FSDP shards. A train mesh that already has that form is returned as is (one process).
     `devices`: whose host (default: this process's)."""
@@ -122,16 +123,17 @@ def _host_major(train_mesh: Mesh, tensor: int) -> Mesh:
         raise ValueError(f"every process must hold the same number of mesh devices, got "
                          f"{ {p: len(v) for p, v in by_process.items()} }")
     n_local = counts.pop()
-    t = math.gcd(int(tensor), n_local)
+    t = math.gcd(int(tensor) if int(tensor) > 0 else train_mesh.shape["tensor"], n_local)
     grid = np.array([by_process[p] for p in sorted(by_process)], dtype=object)
     return Mesh(grid.reshape(len(by_process), n_local // t, 1, t), (HOSTS,) + MESH_AXES)
 
 
 class WeightSync:
     """train params (global mesh, param dtype) -> the engine's params (each host's engine mesh, the
-    engine dtype). On one process with the same dtype it is the identity (the engine reads the
-    train state's buffers); otherwise a jitted cast on the train mesh, then a reshard that leaves
-    on each host's devices exactly that host's engine shards, which become a host-local array.
+    engine dtype). With the train mesh as the engine's (one process, fsdp = 1) and the same dtype it
+    is the identity (the engine reads the train state's buffers); otherwise a jitted cast on the
+    train mesh, then a reshard that leaves on each host's devices exactly that host's engine shards,
+    which become a host-local array.
     Shapes, dtypes and shardings are the same after every update, so the engine never recompiles.
     """
 

@@ -47,10 +47,10 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
                initialization_timeout_s: int = 300) -> None:
     """`jax.distributed.initialize` for a multi-process run.
 
-    With `coordinator_address` (HOST:PORT), `num_processes` and `process_id` are required; CPU
-    processes exchange collectives over gloo. Without it, Cloud TPU pods are auto-detected
-    (TPU_WORKER_HOSTNAMES lists several workers, or PROVER_DISTRIBUTED=1); a single host does
-    nothing. A process whose peers stop answering for `heartbeat_timeout_s` exits with an error
+    With `coordinator_address` (HOST:PORT, ValueError otherwise), `num_processes` and `process_id`
+    are required; CPU processes exchange collectives over gloo. Without it, Cloud TPU pods are
+    auto-detected (TPU_WORKER_HOSTNAMES lists several workers, or PROVER_DISTRIBUTED=1); a single
+    host does nothing. A process whose peers stop answering for `heartbeat_timeout_s` exits with an error
     rather than hang.
     """
     global _INITIALIZED
@@ -62,8 +62,10 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
             raise ValueError("--coordinator_address needs --num_processes and --process_id")
         if num_processes < 1 or not 0 <= process_id < num_processes:
             raise ValueError(f"--process_id={process_id} must lie in [0, --num_processes={num_processes})")
-        if ":" not in coordinator_address:
-            raise ValueError(f"--coordinator_address={coordinator_address!r} must be HOST:PORT")
+        host, _, port = coordinator_address.rpartition(":")
+        if not host or "/" in host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"--coordinator_address={coordinator_address!r} must be HOST:PORT (a port "
+                             "number in 1..65535, no scheme), e.g. 10.0.0.2:8476")
     elif num_processes not in (None, 1) or process_id not in (None, 0):
         raise ValueError("--num_processes / --process_id need --coordinator_address=HOST:PORT")
     auto = (os.environ.get("PROVER_DISTRIBUTED") == "1"

@@ -57,6 +57,10 @@ def make_mesh(shape: Mapping[str, int] | Sequence[int] = (1, -1, 1),
     shape = list(shape)
     if len(shape) != len(MESH_AXES):
         raise ValueError(f"mesh shape {shape} must have {len(MESH_AXES)} entries {MESH_AXES}")
+    bad = [f"{a}={n}" for a, n in zip(MESH_AXES, shape) if n == 0 or n < -1]
+    if bad:
+        raise ValueError(f"mesh shape {shape}: {', '.join(bad)}; each axis is a positive device count, "
+                         "or -1 for the devices the others leave")
     if shape.count(-1) > 1:
         raise ValueError(f"mesh shape {shape}: at most one axis may be -1")
     if -1 in shape:
@@ -74,7 +78,11 @@ def make_mesh(shape: Mapping[str, int] | Sequence[int] = (1, -1, 1),
 def logical_to_spec(axes: Sequence[str | None], mesh: Mesh, shape: Sequence[int] | None = None,
                     rules=LOGICAL_RULES) -> P:
     """PartitionSpec for logical `axes` on `mesh`: each mesh axis used at most once, size-1 axes
-    dropped, and (given `shape`) axes that do not divide the dimension dropped."""
+    dropped, and (given `shape`) axes that do not divide the dimension dropped. ValueError when `axes`
+    names more dimensions than `shape` has."""
+    if shape is not None and len(axes) > len(shape):
+        raise ValueError(f"logical axes {tuple(axes)} name {len(axes)} dimensions; the array has shape "
+                         f"{tuple(shape)}")
     table = dict(rules)
     used: set[str] = set()
     out = []

@@ -35,6 +35,19 @@ def test_a_google_pci_device_is_a_chip(tmp_path):
     assert tpu_env.has_tpu_chip(str(tmp_path))
 
 
+def test_google_network_and_storage_devices_are_not_chips(tmp_path):
+    """A Compute Engine VM's gVNIC (1ae0:0042, a network controller) or a Google storage controller."""
+    for name, device, pci_class in (("0000:00:04.0", "0x0042", "0x020000"), ("0000:00:05.0", "0x001f", "0x010802")):
+        (tmp_path / name).mkdir()
+        for field, value in (("vendor", "0x1ae0"), ("device", device), ("class", pci_class)):
+            (tmp_path / name / field).write_text(value + "\n")
+    assert not tpu_env.has_tpu_chip(str(tmp_path)) or tpu_env.glob.glob("/dev/accel*")
+    (tmp_path / "0000:00:06.0").mkdir()
+    for field, value in (("vendor", "0x1ae0"), ("device", "0x0063"), ("class", "0x120000")):
+        (tmp_path / "0000:00:06.0" / field).write_text(value + "\n")
+    assert tpu_env.has_tpu_chip(str(tmp_path))
+
+
 def start_jax(code: str) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TPU_") and k != "JAX_PLATFORMS"}
     r = subprocess.run([sys.executable, "-c", code + "; import jax; jax.devices()"], env=env,

@@ -57,3 +57,15 @@ def test_mesh_errors():
         sharding.make_mesh((-1, -1, 1))
     with pytest.raises(ValueError, match="unknown mesh axes"):
         sharding.make_mesh({"model": 8})
+
+
+def test_mesh_axis_of_zero_or_below_minus_one_is_named():
+    for shape, axis in (((0, -1, 1), "data=0"), ((-2, -1, 1), "data=-2"), ((1, 8, -3), "tensor=-3")):
+        with pytest.raises(ValueError, match=axis):  # not a ZeroDivisionError or jax's reshape error
+            sharding.make_mesh(shape)
+
+
+def test_logical_axes_longer_than_the_array_are_named():
+    mesh = sharding.make_mesh((1, 4, 2))
+    with pytest.raises(ValueError, match=r"name 4 dimensions; the array has shape \(8, 16, 2\)"):
+        sharding.named_sharding(("cache_batch", "cache_length", "cache_heads", "head_dim"), mesh, (8, 16, 2))

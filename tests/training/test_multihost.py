@@ -349,3 +349,12 @@ def test_layout_check_names_both_numbers():
         check_layout(num_processes=2, num_devices=8, mesh=(1, 4, 1), groups_per_step=4)
     with pytest.raises(ValueError, match="groups_per_step=3 is not divisible by the 2 processes"):
         check_layout(num_processes=2, num_devices=8, mesh=(1, 8, 1), groups_per_step=3)
+
+
+def test_coordinator_address_must_be_host_port():
+    """Caught before jax starts a coordinator: an empty port or a URL would otherwise wait out the
+    initialization timeout and abort with a message about another task dying."""
+    from prover_jax.distributed import initialize
+    for address in ("127.0.0.1:abc", "127.0.0.1", "127.0.0.1:", "http://127.0.0.1:8476", ":8476", "h:70000"):
+        with pytest.raises(ValueError, match="must be HOST:PORT"):
+            initialize(address, num_processes=2, process_id=0)
