@@ -84,17 +84,21 @@ class ChatService:
 
     def render(self, req: P.ChatRequest) -> tuple[list[int], bool]:
         """(prompt token ids from the chat template (tools included unless tool_choice is 'none', the
-        request's chat_template_kwargs passed on), whether the prompt leaves a think block open)."""
+        request's chat_template_kwargs passed on), whether the generation prompt leaves a think block
+        open: a `<think>` in the messages' own text opens nothing)."""
         tools = req.tools if self.tools_active(req) else None
+        kw = dict(tools=tools, tokenize=False, **req.chat_template_kwargs)
         try:
-            text = self.tokenizer.apply_chat_template(req.messages, tools=tools, add_generation_prompt=True,
-                                                      tokenize=False, **req.chat_template_kwargs)
+            text = self.tokenizer.apply_chat_template(req.messages, add_generation_prompt=True, **kw)
+            head = (self.tokenizer.apply_chat_template(req.messages, add_generation_prompt=False, **kw)
+                    if self.reasoning else "")
         except Exception as e:  # jinja raises for conversations the template refuses
             raise P.bad(f"the chat template rejects these messages: {e}", "messages") from None
         error = P.unicode_error(text)  # e.g. in a tool's schema or a call's arguments
         if error:
             raise P.bad(f"the rendered prompt cannot be tokenized: {error}", "messages")
-        return list(self.tokenizer.encode(text, add_special_tokens=False)), R.opens_thinking(text)
+        generation = text[len(head):] if text.startswith(head) else text
+        return list(self.tokenizer.encode(text, add_special_tokens=False)), R.opens_thinking(generation)
 
     def think_budget(self, budget: int, opened: bool):
         """() -> reasoning.ThinkBudget for max_thinking_tokens; 400 when the checkpoint does not think
@@ -208,7 +212,7 @@ class ChatService:
         reason = "length" if c.finish_reason in (LENGTH, CACHE_FULL) else "stop"
         thought = None
         if self.reasoning:
-            thought, text = R.split(text, opened)
+            thought, text = R.split(text, opened, calls=self.tools_active(req))
         calls: list[dict] = []
         if self.tools_active(req):
             text, calls = parse_tool_calls(text, req.tools)
@@ -306,8 +310,8 @@ class ChatService:
         def parts(j, text, tokens):
             """Deltas for what `text` adds to the reasoning and the content sent so far."""
             thought = None
-            if self.reasoning:
-                thought, text = R.split(text, opened)
+            if self.reasoning:  # streamed pieces: tools are not active
+                thought, text = R.split(text, opened, calls=False)
             out = []
             if thought and thought != thought_sent[j] and thought.startswith(thought_sent[j]):
                 out.append(delta(j, {"reasoning_content": thought[len(thought_sent[j]):]}, tokens=tokens))

@@ -44,6 +44,7 @@ DEFAULT_MAX_STRING_CHARS = 200
 XML_SCALARS = {"integer": r"/-?[0-9]{1,18}/", "number": r"/-?[0-9]{1,15}(\.[0-9]{1,12})?/",
                "boolean": '("true" | "false")', "null": '"null"'}
 XML_MAX_STRING_CHARS = 4096  # an XML string's bound when neither the schema nor the server sets one
+XML_CLOSE = "\n</parameter>\n"  # after each XML parameter value
 _SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 _SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions")
 _SUBSCHEMAS = ("items", "additionalProperties", "then", "else", "contains")  # not "not" / "if": they would invert
@@ -151,18 +152,25 @@ class Grammars:
         return self.tool_block(f"%json {json.dumps({**schema, 'x-guidance': COMPACT})}")
 
     def xml_value(self, schema: dict, rule: str, rules: list[str]) -> str:
-        """Lark for one XML parameter value of `schema` (adds rules named from `rule` to `rules`)."""
+        """Lark for one XML parameter value of `schema` and the closing `\\n</parameter>\\n` (adds rules
+        named from `rule` to `rules`); a list of types is any of them. A string and its closing are one
+        regex: as two lexemes the string's greedy match would take the closing's newline, and a string
+        could then only end at its maximum length."""
         kind, enum = schema.get("type"), schema.get("enum")
+        closing = json.dumps(XML_CLOSE)
         if isinstance(enum, list) and enum and all(isinstance(v, str) and "<" not in v for v in enum):
-            return "(" + " | ".join(json.dumps(v) for v in enum) + ")"
-        if kind in XML_SCALARS:
-            return XML_SCALARS[kind]
+            return "(" + " | ".join(json.dumps(v) for v in enum) + ") " + closing
+        if isinstance(kind, list) and kind:  # e.g. ["integer", "null"]: any of them
+            return "(" + " | ".join(self.xml_value({**schema, "type": k}, f"{rule}_{n}", rules)
+                                    for n, k in enumerate(kind)) + ")"
+        if isinstance(kind, str) and kind in XML_SCALARS:
+            return f"{XML_SCALARS[kind]} {closing}"
         if kind == "string":
             n = int(schema.get("maxLength") or self.max_string_chars or XML_MAX_STRING_CHARS)
-            return "/[^<]{0,%d}/" % n
+            return r"/[^<]{0,%d}\n<\/parameter>\n/" % n
         sub = {**bound_strings(schema, self.max_string_chars), "x-guidance": COMPACT}
         rules.append(f"{rule}: %json {json.dumps(sub)}")
-        return rule
+        return f"{rule} {closing}"
 
     def xml_tool_grammar(self, tools: list[dict], name: str | None) -> str:
         """Qwen3.5's format: <tool_call>, <function=NAME>, then <parameter=KEY> VALUE </parameter> for
@@ -175,8 +183,8 @@ class Grammars:
             parts = []
             for j, (key, sub) in enumerate((params.get("properties") or {}).items()):
                 value = self.xml_value(sub if isinstance(sub, dict) else {}, f"v{i}_{j}", rules)
-                opening, closing = json.dumps(f"<parameter={key}>\n"), json.dumps("\n</parameter>\n")
-                rules.append(f"p{i}_{j}: {opening} {value} {closing}")
+                opening = json.dumps(f"<parameter={key}>\n")
+                rules.append(f"p{i}_{j}: {opening} {value}")
                 parts.append(f"p{i}_{j}" if key in required else f"p{i}_{j}?")
             head = json.dumps(f"<function={f['name']}>\n")
             rules.append(f"f{i}: {head} {' '.join(parts)} " + json.dumps("</function>"))

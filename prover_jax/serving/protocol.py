@@ -6,7 +6,8 @@ message naming the field); `error_body` is OpenAI's error shape:
     {"error": {"message": ..., "type": "invalid_request_error", "param": ..., "code": ...}}
 
 Supported: model, messages (system / developer / user / assistant / tool roles; text content or
-text parts; assistant tool_calls), temperature, top_p (0: the most likely token only), max_tokens /
+text parts; assistant tool_calls and reasoning_content (or reasoning): an earlier turn's thinking,
+passed to the chat template, which may render it), temperature, top_p (0: the most likely token only), max_tokens /
 max_completion_tokens, seed, stop (a string or up to 4), n, stream (+ stream_options.include_usage), tools, tool_choice
 (auto / none / required / a named function), response_format (text / json_object / json_schema),
 logprobs (each generated token's log-probability under the model's raw distribution, before
@@ -134,6 +135,8 @@ def _messages(raw: Any) -> list[dict]:
             raise bad(f"{where}.role: unknown role {role!r}; expected one of {', '.join(ROLES)}", f"{where}.role")
         msg = {"role": "system" if role == "developer" else role, "content": message_text(m.get("content"), where)}
         if role == "assistant" and m.get("tool_calls"):
+            if not isinstance(m["tool_calls"], list):
+                raise bad(f"{where}.tool_calls must be a list", f"{where}.tool_calls")
             calls = []
             for c in m["tool_calls"]:
                 fn = c.get("function") if isinstance(c, dict) else None
@@ -144,6 +147,11 @@ def _messages(raw: Any) -> list[dict]:
             msg["tool_calls"] = calls
         elif msg["content"] is None:
             raise bad(f"{where}.content is required for role {role!r}", f"{where}.content")
+        key = "reasoning_content" if "reasoning_content" in m else "reasoning"
+        if role == "assistant" and m.get(key) is not None:  # an earlier turn's thinking: the template may render it
+            if not isinstance(m[key], str) or unicode_error(m[key]):
+                raise bad(f"{where}.{key} must be a string of valid Unicode", f"{where}.{key}")
+            msg["reasoning_content"] = m[key]
         if role == "tool" and m.get("tool_call_id") is not None:
             msg["tool_call_id"] = m["tool_call_id"]
         if isinstance(m.get("name"), str):
@@ -181,6 +189,8 @@ def _tools(raw: Any) -> list[dict]:
         params = fn.get("parameters", {"type": "object", "properties": {}})
         if not isinstance(params, dict):
             raise bad(f"tools[{i}].function.parameters must be a JSON schema object", f"tools[{i}]")
+        if not isinstance(params.get("properties") or {}, dict):
+            raise bad(f"tools[{i}].function.parameters.properties must be an object", f"tools[{i}]")
         out.append({"type": "function", "function": {**fn, "parameters": params}})
     return out
 
@@ -192,7 +202,8 @@ def _tool_choice(raw: Any, tools: list[dict]) -> str | dict:
         if raw == "required" and not tools:
             raise bad("tool_choice 'required' needs tools", "tool_choice")
         return raw
-    name = raw.get("function", {}).get("name") if isinstance(raw, dict) else None
+    fn = raw.get("function") if isinstance(raw, dict) else None
+    name = fn.get("name") if isinstance(fn, dict) else None
     if not isinstance(name, str):
         raise bad("tool_choice must be 'auto', 'none', 'required' or {'type': 'function', 'function': "
                   "{'name': ...}}", "tool_choice")

@@ -3,13 +3,13 @@
     thinks(chat_template)          the template knows <think>: its replies are split
     opens_thinking(prompt_text)    the rendered prompt ends inside a think block (the generation prompt
                                    opened it, as Qwen3.5's does when thinking is on)
-    split(text, opened)            (reasoning | None, content) of a reply
+    split(text, opened, calls)     (reasoning | None, content) of a reply
     hold_back(text)                the length of `text` that may be sent while streaming: a trailing
                                    piece that could begin a tag is held until it is decided
     ThinkBudget                    the constraint that closes a think block after max_thinking_tokens
 
-A reply that never closes its think block is all reasoning, unless a `<tool_call>` opens inside it: the
-call (and what follows) is content, so the call still counts.
+A reply that never closes its think block is all reasoning, unless tools are active (`calls`) and a
+`<tool_call>` opens inside it: the call (and what follows) is content, so the call still counts.
 """
 
 from __future__ import annotations
@@ -30,9 +30,10 @@ def opens_thinking(prompt_text: str) -> bool:
     return prompt_text.rfind(THINK) > prompt_text.rfind(END_THINK)
 
 
-def split(text: str, opened: bool) -> tuple[str | None, str]:
+def split(text: str, opened: bool, calls: bool = True) -> tuple[str | None, str]:
     """(reasoning, content): the think block's text (stripped; None when the reply has none) and the
-    rest. `opened`: the prompt already opened the block, so the reply starts inside it."""
+    rest. `opened`: the prompt already opened the block, so the reply starts inside it; `calls`: a
+    `<tool_call>` ends a block that never closes (without tools it is text of the reasoning)."""
     body = text
     if not opened:
         head = text.lstrip()
@@ -42,7 +43,7 @@ def split(text: str, opened: bool) -> tuple[str | None, str]:
     end = body.find(END_THINK)
     if end >= 0:
         return body[:end].strip(), body[end + len(END_THINK):].lstrip()
-    call = body.find(TOOL_CALL)
+    call = body.find(TOOL_CALL) if calls else -1
     if call >= 0:
         return body[:call].strip(), body[call:]
     return body.strip(), ""

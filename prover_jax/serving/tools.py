@@ -15,23 +15,29 @@ Qwen chat templates ask the model to answer a tool call in one of two formats (b
 {"id": "call_...", "type": "function", "function": {"name", "arguments": JSON text}}. JSON: an object
 with a string "name" and "arguments" that are an object (or a string holding one). XML: a
 `<function=NAME>` with `<parameter=KEY>` children; a value is typed by the tool's JSON schema when
-`tools` gives it (integer, number, boolean, object / array as JSON, else the text), otherwise a JSON
-literal (number, true / false / null, object, array) is read as one and anything else is a string.
-A malformed block (bad JSON, no name, unterminated) is left in the content verbatim. Content is the
-text with the parsed blocks removed (stripped; None when nothing else is left and there is at least
-one call). Never raises.
+`tools` gives it (integer, number, boolean, null, object / array as JSON, else the text; a list of
+types such as ["integer", "null"]: the first that reads, string last; an untyped enum of strings is a
+string, as the forced-call grammar writes it bare), otherwise a JSON literal
+(number, true / false / null, object, array) is read as one and anything else is a string.
+A malformed block (bad JSON, NaN / Infinity included, no name, unterminated) is left in the content
+verbatim; a block starts at the last `<tool_call>` before its `</tool_call>` (an earlier one is text
+mentioning the tag). Content is the text with the parsed blocks removed (stripped; None when nothing
+else is left and there is at least one call). NaN / Infinity are read as text, never as numbers: the
+arguments are always strict JSON. Never raises.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import secrets
 from typing import Any
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 FORMATS = ("auto", "json", "qwen3_xml")  # prover-serve --tool_call_format: what forced calls are constrained to
-_BLOCK = re.compile(re.escape(OPEN) + r"(.*?)" + re.escape(CLOSE), re.DOTALL)
+# a block opens at the last <tool_call> before its </tool_call>: an earlier one is text that mentions the tag
+_BLOCK = re.compile(re.escape(OPEN) + r"((?:(?!" + re.escape(OPEN) + r").)*?)" + re.escape(CLOSE), re.DOTALL)
 
 
 def call_id() -> str:
@@ -42,38 +48,76 @@ _FUNCTION = re.compile(r"\s*<function=([^>\n]+)>(.*?)</function>\s*", re.DOTALL)
 _PARAMETER = re.compile(r"<parameter=([^>\n]+)>(.*?)</parameter>", re.DOTALL)
 
 
-def _schema_types(tools: list[dict] | None) -> dict[str, dict[str, str]]:
-    """{function name: {parameter: JSON-schema type}} of the request's tools."""
+def _type(schema: dict) -> Any:
+    """A property's JSON-schema type (a name or a list of names); an untyped enum of strings is a string
+    (when none holds "<": the forced-call grammar writes those as JSON)."""
+    enum = schema.get("enum")
+    if "type" not in schema and isinstance(enum, list) and enum and all(
+            isinstance(v, str) and "<" not in v for v in enum):
+        return "string"
+    return schema.get("type")
+
+
+def _schema_types(tools: list[dict] | None) -> dict[str, dict[str, Any]]:
+    """{function name: {parameter: its type (`_type`)}} of the request's tools."""
     out = {}
     for t in tools or []:
         fn = t.get("function", {})
         props = (fn.get("parameters") or {}).get("properties") or {}
-        out[fn.get("name")] = {k: v.get("type") for k, v in props.items() if isinstance(v, dict)}
+        out[fn.get("name")] = {k: _type(v) for k, v in props.items() if isinstance(v, dict)}
     return out
 
 
-def _xml_value(raw: str, kind: str | None) -> Any:
-    """A parameter's text (one newline trimmed at each end) as the schema's type says."""
-    text = raw[1:] if raw.startswith("\n") else raw
-    text = text[:-1] if text.endswith("\n") else text
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # NaN / Infinity are not JSON: the arguments must stay parseable
+        raise ValueError(text)
+    return value
+
+
+def _loads(text: str) -> Any:
+    """json.loads refusing NaN, Infinity and numbers that overflow to it."""
+    return json.loads(text, parse_constant=_finite, parse_float=_finite)
+
+
+def _typed(text: str, kind: Any) -> Any:
+    """`text` as JSON-schema type `kind` (one type, or a list of them: the first that reads, a string
+    last); ValueError when it is none of them."""
+    if isinstance(kind, list):
+        for k in sorted(kind, key=lambda k: k == "string"):
+            try:
+                return _typed(text, k)
+            except ValueError:
+                pass
+        raise ValueError(kind)
     if kind == "string":
         return text
-    try:
-        if kind == "integer":
+    if kind == "integer":
+        return int(text.strip())
+    if kind == "number":
+        try:
             return int(text.strip())
-        if kind == "number":
-            try:
-                return int(text.strip())
-            except ValueError:
-                return float(text.strip())
-        if kind == "boolean" and text.strip().lower() in ("true", "false"):
-            return text.strip().lower() == "true"
-        value = json.loads(text)
-        if kind in ("object", "array") or kind is None:
-            return value
+        except ValueError:
+            return _finite(text.strip())
+    if kind == "boolean" and text.strip().lower() in ("true", "false"):
+        return text.strip().lower() == "true"
+    if kind == "null" and text.strip() == "null":
+        return None
+    value = _loads(text)
+    if kind in ("object", "array") or kind is None:
+        return value
+    raise ValueError(kind)
+
+
+def _xml_value(raw: str, kind: Any) -> Any:
+    """A parameter's text (one newline trimmed at each end) as the schema's type says (the text when
+    it is not one)."""
+    text = raw[1:] if raw.startswith("\n") else raw
+    text = text[:-1] if text.endswith("\n") else text
+    try:
+        return _typed(text, kind)
     except ValueError:
-        pass
-    return text
+        return text
 
 
 def parse_xml_block(body: str, types: dict[str, dict[str, str]] | None = None) -> dict | None:
@@ -97,7 +141,7 @@ def parse_block(body: str, types: dict[str, dict[str, str]] | None = None) -> di
     if body.lstrip().startswith("<function="):
         return parse_xml_block(body, types)
     try:
-        obj = json.loads(body.strip())
+        obj = _loads(body.strip())
     except ValueError:
         return None
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or not obj["name"]:
@@ -105,7 +149,7 @@ def parse_block(body: str, types: dict[str, dict[str, str]] | None = None) -> di
     args: Any = obj.get("arguments", obj.get("parameters", {}))
     if isinstance(args, str):
         try:
-            args = json.loads(args) if args.strip() else {}
+            args = _loads(args) if args.strip() else {}
         except ValueError:
             return None
     if not isinstance(args, dict):

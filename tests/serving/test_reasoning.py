@@ -112,3 +112,57 @@ def test_streamed_reasoning_then_content(service):
     assert not any("<" in d.get("content", "") for d in deltas)  # no piece of a tag leaks into the answer
     first_content = next(i for i, d in enumerate(deltas) if d.get("content"))
     assert all("reasoning_content" not in d for d in deltas[first_content:])
+
+
+def stream(service, done, opened):
+    """(reasoning, content) as the streamed deltas of `done` (read one token at a time) add them up."""
+    import asyncio
+    import json
+
+    events = asyncio.Queue()
+    for k in range(1, len(done.tokens)):
+        events.put_nowait(("tokens", 0, (done.tokens[:k], done.logprobs[:k])))
+    events.put_nowait(("done", 0, done))
+
+    async def lines():
+        return [line async for line in service._lines(request(stream=True), events, 5, opened, None)]
+
+    deltas = [json.loads(x[6:])["choices"][0]["delta"] for x in asyncio.run(lines()) if x != "data: [DONE]\n\n"]
+    return "".join(d.get("reasoning_content", "") for d in deltas), "".join(d.get("content", "") for d in deltas)
+
+
+def test_a_tag_mentioned_while_thinking_without_tools_stays_reasoning(service):
+    """Without tools a `<tool_call>` in the think block is text: the streamed content used to take it, then
+    the answer after `</think>` too."""
+    done = reply(service, "no <tool_call> here</think>\n\nIt is 4.")
+    content, _, _, thought = service.finish(request(), done, True)
+    assert (thought, content) == ("no <tool_call> here", "It is 4.") == stream(service, done, True)
+    unterminated = reply(service, "no <tool_call> here, still thinking")
+    assert service.finish(request(), unterminated, True)[::3] == ("", "no <tool_call> here, still thinking")
+
+
+# Qwen3's shape: the generation prompt opens no think block (the model writes <think> itself) and earlier
+# turns' reasoning_content is rendered inside one.
+QWEN3_TEMPLATE = SF.CHAT_TEMPLATE.replace(
+    "{% elif m.role == 'assistant' %}<|im_start|>assistant\n",
+    "{% elif m.role == 'assistant' %}<|im_start|>assistant\n"
+    "{% if m.reasoning_content %}<think>\n{{ m.reasoning_content }}\n</think>\n\n{% endif %}")
+
+
+@pytest.fixture
+def qwen3(tmp_path):
+    return ChatService(None, SF.save_tokenizer(str(tmp_path), chat_template=QWEN3_TEMPLATE), SF.__name__, 1024)
+
+
+def test_earlier_reasoning_reaches_the_template(qwen3):
+    msgs = [{"role": "user", "content": "2 + 2?"}, {"role": "assistant", "content": "4", "reasoning_content": "add"},
+            {"role": "user", "content": "and 3 + 3?"}]
+    ids, _ = qwen3.render(request(messages=msgs))
+    assert "<|im_start|>assistant\n<think>\nadd\n</think>\n\n4<|im_end|>" in qwen3.tokenizer.decode(ids)
+
+
+def test_a_think_tag_in_the_messages_opens_nothing(qwen3):
+    """Only the generation prompt can open the block: a user's `<think>` used to make the answer reasoning."""
+    ids, opened = qwen3.render(request(messages=[{"role": "user", "content": "What is the <think> tag for?"}]))
+    assert not opened
+    assert qwen3.finish(request(), reply(qwen3, "It marks reasoning."), opened)[::3] == ("It marks reasoning.", None)

@@ -56,3 +56,68 @@ def test_json_and_xml_calls_in_one_reply():
 ])
 def test_malformed_xml_is_content(text):
     assert parse_tool_calls(text, TOOLS) == (text, [])
+
+
+def test_a_mention_of_the_tag_before_a_call_is_content():
+    text = "I reply inside <tool_call> tags.\n" + xml("propose", start=2)
+    content, calls = parse_tool_calls(text, TOOLS)
+    assert content == "I reply inside <tool_call> tags." and args_of(calls) == [{"start": 2}]
+
+
+def test_arguments_are_always_valid_json():
+    """NaN / Infinity are not JSON (JSON.parse refuses them): a number the model spells so stays text, and a
+    JSON block holding one is malformed."""
+    _, calls = parse_tool_calls(xml("propose", score="inf", meta='{"a": NaN}', turns="[1e999]"), TOOLS)
+    assert args_of(calls) == [{"score": "inf", "meta": '{"a": NaN}', "turns": "[1e999]"}]
+    text = '<tool_call>{"name": "propose", "arguments": {"score": -Infinity}}</tool_call>'
+    assert parse_tool_calls(text, TOOLS) == (text, [])
+
+
+OPTIONAL = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
+    "n": {"type": ["integer", "null"]}, "s": {"type": ["string", "null"]}, "t": {"type": ["string", "null"]}},
+    "required": ["n"]}}}]
+
+
+def test_an_untyped_enum_of_strings_stays_strings():
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
+        "level": {"enum": ["1", "2"]}, "flag": {"enum": ["true", "false"]}}}}}]
+    _, calls = parse_tool_calls(xml("f", level=1, flag="true"), tools)
+    assert args_of(calls) == [{"level": "1", "flag": "true"}]
+
+
+def test_a_list_of_types_reads_the_first_that_fits():
+    _, calls = parse_tool_calls(xml("f", n=5, s="null", t=42), OPTIONAL)
+    assert args_of(calls) == [{"n": 5, "s": None, "t": "42"}]
+    _, calls = parse_tool_calls(xml("f", n="null"), OPTIONAL)
+    assert args_of(calls) == [{"n": None}]
+
+
+def accepts(tmp_path, tools, reply):
+    """Whether the forced-call grammar (Qwen3.5's XML format) of `tools` takes `reply` whole."""
+    pytest.importorskip("llguidance")
+    from prover_jax.serving import protocol as P
+    from prover_jax.serving.grammar import Grammars
+
+    from helpers import serving as SF
+    from helpers.qwen_vocab import chat_template
+
+    grammars = Grammars(SF.save_tokenizer(str(tmp_path), chat_template=chat_template()), SF.VOCAB)
+    req = P.parse_chat_request({"model": "m", "messages": [{"role": "user", "content": "q"}], "tools": tools,
+                                "tool_choice": "required"})
+    matcher = grammars.factory(grammars.for_request(req))()
+    for t in grammars.hf.encode(reply, add_special_tokens=False):
+        matcher.consume(t)
+    return not matcher.m.is_error() and matcher.m.is_accepting()
+
+
+def test_forced_xml_strings_end_before_their_bound(tmp_path):
+    """The string's greedy lexeme used to swallow the closing newline: only 200-character strings ended."""
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
+        "why": {"type": "string"}, "n": {"type": "integer"}}, "required": ["why", "n"]}}}]
+    assert accepts(tmp_path, tools, xml("f", why="two lines,\nshort", n=3))
+
+
+def test_forced_xml_calls_take_a_list_of_types(tmp_path):
+    reply = xml("f", n="null", s="null", t="a few words")
+    assert accepts(tmp_path, OPTIONAL, reply)
+    assert args_of(parse_tool_calls(reply, OPTIONAL)[1]) == [{"n": None, "s": None, "t": "a few words"}]
