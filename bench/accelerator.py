@@ -10,11 +10,11 @@ Lines (each has "bench" and "device"):
             chunk 64 in bf16), layers scanned, each block rematerialised: step_s, tokens_per_s,
             model_flops (6 N T + attention), mfu against the chip's peak (prover_jax.aot.chips; None for
             a chip not in the table)
-  decode    the engine's decode step of the first size at each --batches (64, 256) slots of --context
-            tokens, bf16: step_ms, tokens_per_s, floor_tokens_per_s (weights + caches read once per step
+  decode    the engine's greedy decode step of the first size at each --batches (64, 256) slots of
+            --context tokens, bf16: step_ms, tokens_per_s, floor_tokens_per_s (weights + caches read once per step
             at the chip's HBM bandwidth) and vs_floor (achieved / floor)
-  torch     the same model and batch in transformers + torch on the same device (greedy steps with
-            its cache): tokens_per_s and jax_over_torch; skipped with a reason when torch cannot use
+  torch     the same model, batch and dtype (bf16) in transformers + torch on the same device (greedy
+            steps with its cache): tokens_per_s and jax_over_torch; skipped with a reason when torch cannot use
             the device (e.g. a CPU-only torch on a GPU host)
   rl_step   a ProVer RL step of the demo setting, timed as bench/rl_step.py times it (its functions:
             SFT warm start cached in --workdir, then --warmup untimed and --steps timed steps)
@@ -124,7 +124,7 @@ def train(size: str, dev: dict) -> dict:
 
 
 def decode(size: str, batch: int, dev: dict) -> dict:
-    """The engine's decode step at `batch` busy slots, bf16 weights and caches."""
+    """The engine's greedy decode step at `batch` busy slots, bf16 weights and caches."""
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -140,7 +140,7 @@ def decode(size: str, batch: int, dev: dict) -> dict:
     prompt = np.random.default_rng(0).integers(3, cfg.vocab_size, FLAGS.prompt)
     state = engine.init_decode_state()
     prefix, _ = engine.prefill_multisampling(params=params, padded_tokens=prompt, num_samples=batch,
-                                             sampler=SamplingParams(temperature=1.0), rng=0)
+                                             sampler=SamplingParams(), rng=0)  # greedy, as torch_decode
     state = engine.bulk_insert(prefix, state, list(range(batch)))
     state, res = engine.generate(params, state)  # compile
     jax.block_until_ready(res.tokens)
@@ -152,13 +152,15 @@ def decode(size: str, batch: int, dev: dict) -> dict:
     nbytes = lambda tree: sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(tree))  # noqa: E731
     read = nbytes(params) + nbytes(state.cache)
     floor = read / dev["spec"].hbm_bandwidth if dev["spec"] else None
-    return {"bench": "decode", "size": size, "batch": batch, "context": FLAGS.context, "step_ms": 1e3 * dt,
+    return {"bench": "decode", "size": size, "batch": batch, "context": FLAGS.context, "dtype": "bfloat16",
+            "step_ms": 1e3 * dt,
             "tokens_per_s": batch / dt, "bytes_per_step": read,
             "floor_tokens_per_s": batch / floor if floor else None, "vs_floor": floor / dt if floor else None}
 
 
 def torch_decode(size: str, batch: int, jax_row: dict) -> dict:
-    """transformers + torch greedy decode of the same architecture (random weights) on the same device."""
+    """transformers + torch greedy decode of the same architecture (random weights) on the same device, in
+    bf16 as the engine's decode (on CPU too)."""
     out = {"bench": "torch", "size": size, "batch": batch}
     try:
         import torch
@@ -176,7 +178,7 @@ def torch_decode(size: str, batch: int, jax_row: dict) -> dict:
         with open(os.path.join(d, "config.json"), "w") as f:
             json.dump(cfg.to_hf_dict(), f)
         hf_cfg = transformers.AutoConfig.from_pretrained(d)
-    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    dtype = torch.bfloat16
     model = transformers.AutoModelForCausalLM.from_config(hf_cfg, dtype=dtype).to(device).eval()
     ids = torch.randint(3, cfg.vocab_size, (batch, FLAGS.prompt), device=device)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
@@ -196,7 +198,7 @@ def torch_decode(size: str, batch: int, jax_row: dict) -> dict:
     del model, cache, o
     if device == "cuda":
         torch.cuda.empty_cache()
-    return {**out, "device": device, "step_ms": 1e3 * dt, "tokens_per_s": batch / dt,
+    return {**out, "device": device, "dtype": "bfloat16", "step_ms": 1e3 * dt, "tokens_per_s": batch / dt,
             "jax_over_torch": jax_row["tokens_per_s"] / (batch / dt)}
 
 

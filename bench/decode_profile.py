@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections
 import glob
 import json
+import os
 import re
 import statistics
 import tempfile
@@ -105,6 +106,7 @@ def main(argv):
     if FLAGS.smoke:
         FLAGS.model, FLAGS.batch, FLAGS.prompt, FLAGS.max_target_length = "demo", 4, 16, 64
         FLAGS.calls, FLAGS.repeats = 8, 1
+    load = os.getloadavg()[0]  # the 1-minute load average before the run, in the record
     engine, params, fresh = setup()
     S, B = FLAGS.steps_per_call, FLAGS.batch
     calls = -(-FLAGS.calls // S)
@@ -156,7 +158,8 @@ def main(argv):
     print("\ncostliest ops:")
     for name, ns in by_op.most_common(10):
         print(f"  {ns / 1e6 / steps:7.3f} ms  {name:32s} {parts[name]}")
-    record = {"model": FLAGS.model, "dtype": FLAGS.dtype, "batch": B, "steps_per_call": S, "ms_per_step": ms,
+    record = {"model": FLAGS.model, "dtype": FLAGS.dtype, "batch": B, "steps_per_call": S, "load": load,
+              "ms_per_step": ms,
               "tokens_per_s": B / (median / 1e3), "parts": rows,
               "ops": [{"op": n, "part": parts[n], "thread_ms_per_step": v / 1e6 / steps}
                       for n, v in by_op.most_common(20)]}

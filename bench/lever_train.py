@@ -36,8 +36,9 @@ def positive_only() -> list[str]:
 
 
 def freeze_embed() -> list[str]:
-    """Zero the embedding's gradient before adamw: its moments stay 0, so its update is 0, and the
-    optimizer state keeps its structure (an SFT checkpoint restores)."""
+    """Zero the embedding's gradient before adamw (its moments stay 0) and its update after (adamw's
+    decoupled weight decay would still move it): the optimizer state keeps its structure (an SFT
+    checkpoint restores)."""
     import jax
     import jax.numpy as jnp
     import optax
@@ -49,10 +50,13 @@ def freeze_embed() -> list[str]:
     def frozen(lr, cfg):
         inner = adamw(lr, cfg)
 
+        def frozen_zero(tree):
+            return jax.tree_util.tree_map_with_path(
+                lambda path, g: jnp.zeros_like(g) if "embed_tokens" in jax.tree_util.keystr(path) else g, tree)
+
         def update(grads, state, params=None):
-            grads = jax.tree_util.tree_map_with_path(
-                lambda path, g: jnp.zeros_like(g) if "embed_tokens" in jax.tree_util.keystr(path) else g, grads)
-            return inner.update(grads, state, params)
+            updates, state = inner.update(frozen_zero(grads), state, params)
+            return frozen_zero(updates), state
 
         return optax.GradientTransformation(inner.init, update)
 

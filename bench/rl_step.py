@@ -22,7 +22,8 @@ the driver (fixed length, no stop), less the time of their one batched prefill a
 step, minus the time of the jitted generate step alone (chained steps, one block at the end), all
 at the demo's 32 slots; at the config's decode steps per call and at 4 (the `_4` keys).
 
-Prints a table and, last, one JSON line: grpo_step_s; prover_step_s (contrastive) and prover_over_grpo
+Prints a table and, last, one JSON line: load_before and load_after (the 1-minute load average when
+the bench starts and when it ends); grpo_step_s; prover_step_s (contrastive) and prover_over_grpo
 (means over the timed steps; _median: of medians; _paired: the median, min and max over rounds of the
 ratio of the two steps of one round), the same for prover_nospec and prover_openai; eligible_frac
 (groups in the band, timed ProVer steps),
@@ -318,7 +319,8 @@ def main(argv):
         smoke_flags()
     root = os.path.abspath(os.path.join(FLAGS.workdir, "smoke") if FLAGS.smoke else FLAGS.workdir)
     os.makedirs(root, exist_ok=True)
-    print(f"load before: {os.getloadavg()}", flush=True)
+    load_before = os.getloadavg()
+    print(f"load before: {load_before}", flush=True)
     server, base_url = start_endpoint(FLAGS.judge_latency_s)
     try:
         sft_dir = sft_policy(root)
@@ -326,14 +328,15 @@ def main(argv):
         overhead = decode_overheads(sft_dir)
     finally:
         server.shutdown()
-    print(f"load after: {os.getloadavg()}")
+    load_after = os.getloadavg()
+    print(f"load after: {load_after}")
     print(f"{'variant':<15}{'step_s':>8}{'min':>7}{'max':>7}{'elig':>6}{'rollout':>9}{'judge':>7}"
           f"{'verify':>8}{'update':>8}")
     for name, r in results.items():
         print(f"{name:<15}{r['step_s']:8.2f}{r['step_min_s']:7.2f}{r['step_max_s']:7.2f}{r['eligible_frac']:6.2f}"
               f"{r.get('time/rollout_s', 0):9.2f}{r.get('time/judge_s', 0):7.2f}{r.get('time/verify_s', 0):8.2f}"
               f"{r.get('time/update_s', 0):8.2f}")
-    out = {"load_before": os.getloadavg()[0]}
+    out = {"load_before": load_before[0], "load_after": load_after[0]}  # 1-minute averages
     g = results.get("grpo")
     for name in ("prover", "prover_nospec", "prover_ctx", "prover_openai"):
         if name in results:

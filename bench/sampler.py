@@ -14,7 +14,7 @@ fork:      K=8 continuations (32 new tokens, temperature 1) of one 512-token pre
 multiturn: 8 episodes x 20 turns of 16 observation + 16 action tokens: extension (each turn
            prefills only its new tokens on the kept cache) vs re-prefilling the whole history.
 Every timed run follows an identical untimed run (compilation excluded); times are the best of
---repeats runs.
+--repeats runs. The header line has the machine, the versions and the load average at the start.
 """
 
 from __future__ import annotations
@@ -62,9 +62,10 @@ def best_time(fn, repeats):
     return min(times), out
 
 
-def build(tmp):
-    """bench-small with random weights, saved as an HF folder and loaded by both stacks (ours also in
-    bf16 with --bf16): (model, hf, model_bf16 or None)."""
+def build(tmp, model: str | None = None, bf16: bool | None = None):
+    """`model` (default: bench-small, --smoke's demo) with random weights, saved as an HF folder and
+    loaded by both stacks (ours also in bf16 when `bf16`, default --bf16 with the decode case):
+    (model, hf, model_bf16 or None). With both arguments given it reads no flag (other scripts call it)."""
     import torch
     import transformers
 
@@ -72,13 +73,14 @@ def build(tmp):
 
     from prover_jax.models import qwen3_5
 
-    cfg = qwen3_5.CONFIGS[sizes()["model"]]
+    cfg = qwen3_5.CONFIGS[model or sizes()["model"]]
     hf_cfg = transformers.Qwen3_5TextConfig(**{k: v for k, v in cfg.to_hf_dict().items()
                                                if k not in ("architectures", "model_type")})
     torch.manual_seed(0)
     hf = transformers.Qwen3_5ForCausalLM(hf_cfg).eval()
     hf.save_pretrained(tmp)
-    bf16 = FLAGS.bf16 and "decode" in FLAGS.cases  # only the decode case runs it
+    if bf16 is None:
+        bf16 = FLAGS.bf16 and "decode" in FLAGS.cases  # only the decode case runs it
     return qwen3_5.load_hf(tmp), hf, qwen3_5.load_hf(tmp, dtype=jnp.bfloat16) if bf16 else None
 
 
@@ -233,7 +235,8 @@ def main(argv):
         model, hf, model_bf16 = build(tmp)
     header = {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
               "jax": jax.__version__, "torch": torch.__version__, "transformers": transformers.__version__,
-              "torch_threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%d")}
+              "torch_threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%d"),
+              "load": os.getloadavg()[0]}  # the 1-minute load average before the cases run
     print(json.dumps(header))
     rows = []
     for case in FLAGS.cases:

@@ -15,8 +15,9 @@ server a few at a time, so its prefills meet row counts (1, 2, 4, ...) that one 
 does: untimed server rounds run until one compiles nothing (at most --warm_rounds), the Driver runs
 once untimed, then --repeats timed runs each (the best is reported, with the XLA compilations that
 happened during the timed server runs, and every repeat's seconds: the spread).
-Prints JSON lines: a header, then one row with requests/s and generated tokens/s of both and
-server_overhead = server seconds / driver seconds (1.0: the HTTP layer costs nothing).
+Prints JSON lines: a header (with the 1-minute load average at the start), then one row with
+requests/s and generated tokens/s of both and server_overhead = server seconds / driver seconds (1.0:
+the HTTP layer costs nothing).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def build_model(folder: str, quick: bool) -> str:
         return SF.make_serving_checkpoint(folder)
     from sampler import build
 
-    build(folder)  # bench-small, saved as an HF folder
+    build(folder, model="bench-small", bf16=False)  # saved as an HF folder
     SF.save_tokenizer(folder)  # its ids (< 264) fit bench-small's vocabulary
     return folder
 
@@ -121,7 +122,7 @@ def main(argv=None) -> int:
                       "machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
                       "backend": jax.default_backend(), "jax": jax.__version__, "date": time.strftime("%Y-%m-%d"),
                       "clients": args.clients, "requests": n, "max_tokens": max_tokens, "slots": args.slots,
-                      "dtype": args.dtype}), flush=True)
+                      "dtype": args.dtype, "load": os.getloadavg()[0]}), flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         folder = build_model(tmp, args.quick)
         service = build_service(folder, served_model_name="bench", max_concurrent_decodes=args.slots,

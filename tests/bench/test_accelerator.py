@@ -53,3 +53,26 @@ def test_accelerator_dry_run(tmp_path):
     assert rl["step_s"] > 0 and rl["variant"] == "prover" and "rollout_tokens_per_s" in rl
     (summary,) = by["summary"]
     assert len(summary["rows"]) == len(rows) - 1
+
+
+def test_torch_decode_runs_in_the_engines_dtype_on_cpu(monkeypatch):
+    """The torch row is timed on the engine decode's bf16 weights, on CPU as on a GPU (jax_over_torch
+    compares the same work), and says so."""
+    import torch
+    import transformers
+    sys.path.insert(0, os.path.dirname(BENCH))
+    import accelerator
+    accelerator.FLAGS(["accelerator"], known_only=True)
+    for name, value in (("dry_run", True), ("prompt", 4), ("decode_steps", 1)):
+        monkeypatch.setattr(accelerator.FLAGS, name, value)
+    built = []
+    from_config = transformers.AutoModelForCausalLM.from_config
+
+    def spy(*args, **kw):
+        model = from_config(*args, **kw)
+        built.append(next(model.parameters()).dtype)
+        return model
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_config", spy)
+    row = accelerator.torch_decode("tiny", 2, {"tokens_per_s": 1.0})
+    assert built == [torch.bfloat16] and row["dtype"] == "bfloat16" and row["tokens_per_s"] > 0

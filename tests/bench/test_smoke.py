@@ -36,7 +36,7 @@ def test_rl_step_smoke(tmp_path):
 
 def test_sampler_smoke():
     header, *rows = run_bench("sampler.py")
-    assert {"jax", "torch", "cpus"} <= set(header)
+    assert {"jax", "torch", "cpus", "load"} <= set(header) and header["load"] >= 0
     by = {r["case"]: r for r in rows}
     assert set(by) == {"decode", "fork", "multiturn"}
     assert by["decode"]["prover_jax_tok_s"] > 0 and by["decode"]["ratio"] > 0
@@ -55,7 +55,7 @@ def test_decode_profile_smoke():
                  "delta-rule state update", "attention over the cache", "sampling"):
         assert parts.get(part, 0) > 0, (part, parts)
     assert parts.get("bookkeeping (loop, slot masks, copies, embedding lookup)", 0) < 0.5 * sum(parts.values())
-    assert record["ms_per_step"][0] > 0
+    assert record["ms_per_step"][0] > 0 and record["load"] >= 0
 
 
 def test_packing_fill_runs(tmp_path):
@@ -105,3 +105,25 @@ def test_rl_step_refuses_trainers_past_the_map_limit(monkeypatch):
     monkeypatch.setattr(rl_step, "memory_maps", lambda: (54600, 65530))
     with pytest.raises(RuntimeError, match="vm.max_map_count=65530"):
         rl_step.check_map_headroom([576, 21353, 37952, 54600], left=1)
+
+
+def test_rl_step_json_reports_the_load_at_start_and_end(monkeypatch, tmp_path, capsys):
+    """load_before is the load average when the bench starts (not when it prints), load_after when it
+    ends: the timed steps in between raise it."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import rl_step
+    rl_step.FLAGS(["rl_step"], known_only=True)
+    for name, value in (("variants", ["grpo"]), ("keep_host_memory", False), ("workdir", str(tmp_path)),
+                        ("smoke", False)):
+        monkeypatch.setattr(rl_step.FLAGS, name, value)
+    loads = iter([(0.5, 0.5, 0.5)] + [(3.0, 3.0, 3.0)] * 4)
+    monkeypatch.setattr(rl_step.os, "getloadavg", lambda: next(loads))
+    monkeypatch.setattr(rl_step, "start_endpoint", lambda latency: (type("S", (), {"shutdown": lambda s: None})(), ""))
+    monkeypatch.setattr(rl_step, "sft_policy", lambda root: root)
+    step = {"step_s": 1.0, "step_median_s": 1.0, "step_min_s": 1.0, "step_max_s": 1.0, "steps_s": [1.0],
+            "eligible_frac": 0.0, "rollout_tokens_per_s": 1.0}
+    monkeypatch.setattr(rl_step, "time_variants", lambda names, *a: {"grpo": step})
+    monkeypatch.setattr(rl_step, "decode_overheads", lambda sft_dir: {})
+    rl_step.main([])
+    out = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert (out["load_before"], out["load_after"]) == (0.5, 3.0)
