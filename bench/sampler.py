@@ -158,7 +158,11 @@ def tunix_decode(python: str, cfg, B: int, T: int, N: int, cache: int, repeats: 
     if out.returncode != 0:
         sys.stderr.write(out.stderr[-4000:])
         raise RuntimeError(f"bench/tunix_decode.py failed under {python} (exit {out.returncode})")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    peer = json.loads(out.stdout.strip().splitlines()[-1])
+    if not peer.get("generated_lengths_ok"):  # fewer tokens than ours: its time would flatter it
+        raise RuntimeError(f"Tunix did not generate {N} tokens for each of the {B} prompts in every repeat: "
+                           "its time is not comparable")
+    return peer
 
 
 def case_fork(model, repeats):

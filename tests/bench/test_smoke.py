@@ -1,6 +1,6 @@
 """bench/rl_step.py, bench/sampler.py and bench/decode_profile.py in --smoke mode (tiny sizes) run end to end and print every
 figure their full runs print, so neither can rot between the runs that time them; bench/packing_fill.py
-runs on the tests' tiny trainer config. (bench/accelerator.py
+runs on the tests' tiny trainer config; a Tunix row that generated fewer tokens is refused. (bench/accelerator.py
 --dry_run and bench/serve.py --quick have their own tests.)"""
 
 import json
@@ -127,3 +127,20 @@ def test_rl_step_json_reports_the_load_at_start_and_end(monkeypatch, tmp_path, c
     rl_step.main([])
     out = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert (out["load_before"], out["load_after"]) == (0.5, 3.0)
+
+
+def test_a_tunix_row_that_generated_fewer_tokens_is_refused(tmp_path):
+    """Tunix stopping early on a prompt would time less work than ours: no ratio is made from it."""
+    import pytest
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import sampler
+    from prover_jax.models.qwen3_5 import CONFIGS
+    for ok in (True, False):
+        fake = tmp_path / f"python_{ok}"  # stands in for the Tunix venv's python: prints the script's JSON line
+        fake.write_text(f"#!/bin/sh\necho '{json.dumps({'best_s': 1.0, 'generated_lengths_ok': ok})}'\n")
+        fake.chmod(0o755)
+        if ok:
+            assert sampler.tunix_decode(str(fake), CONFIGS["demo"], 4, 16, 8, 32, 1)["best_s"] == 1.0
+        else:
+            with pytest.raises(RuntimeError, match="did not generate 8 tokens for each of the 4 prompts"):
+                sampler.tunix_decode(str(fake), CONFIGS["demo"], 4, 16, 8, 32, 1)
