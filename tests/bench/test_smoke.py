@@ -129,18 +129,25 @@ def test_rl_step_json_reports_the_load_at_start_and_end(monkeypatch, tmp_path, c
     assert (out["load_before"], out["load_after"]) == (0.5, 3.0)
 
 
+TUNIX_PROBE = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import sampler
+from prover_jax.models.qwen3_5 import CONFIGS
+try:
+    print(sampler.tunix_decode(sys.argv[2], CONFIGS["demo"], 4, 16, 8, 32, 1)["best_s"])
+except RuntimeError as e:
+    print(e)
+"""
+
+
 def test_a_tunix_row_that_generated_fewer_tokens_is_refused(tmp_path):
-    """Tunix stopping early on a prompt would time less work than ours: no ratio is made from it."""
-    import pytest
-    sys.path.insert(0, os.path.join(ROOT, "bench"))
-    import sampler
-    from prover_jax.models.qwen3_5 import CONFIGS
-    for ok in (True, False):
+    """Tunix stopping early on a prompt would time less work than ours: no ratio is made from it.
+    (Its own process: bench/sampler.py and bench/rl_step.py define the same absl flags.)"""
+    for ok, want in ((True, "1.0"), (False, "did not generate 8 tokens for each of the 4 prompts")):
         fake = tmp_path / f"python_{ok}"  # stands in for the Tunix venv's python: prints the script's JSON line
         fake.write_text(f"#!/bin/sh\necho '{json.dumps({'best_s': 1.0, 'generated_lengths_ok': ok})}'\n")
         fake.chmod(0o755)
-        if ok:
-            assert sampler.tunix_decode(str(fake), CONFIGS["demo"], 4, 16, 8, 32, 1)["best_s"] == 1.0
-        else:
-            with pytest.raises(RuntimeError, match="did not generate 8 tokens for each of the 4 prompts"):
-                sampler.tunix_decode(str(fake), CONFIGS["demo"], 4, 16, 8, 32, 1)
+        out = subprocess.run([sys.executable, "-c", TUNIX_PROBE, os.path.join(ROOT, "bench"), str(fake)],
+                             capture_output=True, text=True, timeout=300, cwd=ROOT)
+        assert out.returncode == 0 and want in out.stdout.strip().splitlines()[-1], out.stderr[-3000:]
