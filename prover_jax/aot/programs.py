@@ -127,16 +127,11 @@ def _opt_state(optimizer, params, mesh):
     return jax.tree.map(place, abstract, is_leaf=is_param_tree)
 
 
-def _proximal_pass(config) -> bool:
-    """Off-policy batches with truncated IS (loss.tis_cap > 0, rollout.off_policy_steps = 1) are scored
-    under the weights before the update."""
-    return config.loss.tis_cap > 0 and int(config.rollout.off_policy_steps) > 0
-
-
 def uses_logprob_pass(config) -> bool:
     """A run of `config` scores each batch before the update: under the reference policy
-    (loss.kl_coef > 0) or the proximal one (`_proximal_pass`)."""
-    return config.loss.kl_coef > 0 or _proximal_pass(config)
+    (loss.kl_coef > 0) or the proximal one (`training.step.proximal_pass`)."""
+    from prover_jax.training.step import proximal_pass
+    return config.loss.kl_coef > 0 or proximal_pass(config)
 
 
 def train_batch(config, mesh: Mesh) -> dict:
@@ -144,7 +139,7 @@ def train_batch(config, mesh: Mesh) -> dict:
     (rollout.groups_per_step x group_size rows; packing only lowers the row count), L =
     train.max_tokens_per_row when packing, else rollout.max_target_length (the longest bucket); with
     train.logits = "policy", policy_at of P = L positions (the bound the trainer pads to)."""
-    from prover_jax.training.step import abstract_batch
+    from prover_jax.training.step import abstract_batch, proximal_pass
     c = config
     rows = c.rollout.groups_per_step * c.rollout.group_size
     mb = c.train.micro_batch_size
@@ -154,7 +149,7 @@ def train_batch(config, mesh: Mesh) -> dict:
     cap = c.train.max_tokens_per_row
     L = cap if cap > 0 else c.rollout.max_target_length
     return abstract_batch(mesh, rows // mb, mb, L, kl=c.loss.kl_coef > 0,
-                          prox=_proximal_pass(c), packed=cap > 0,
+                          prox=proximal_pass(c), packed=cap > 0,
                           policy=L if c.train.logits == "policy" else 0)
 
 

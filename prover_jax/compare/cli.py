@@ -60,6 +60,7 @@ from ml_collections import config_flags
 
 from prover_jax.compare import methods as methods_lib
 from prover_jax.compare import report
+from prover_jax.training.evaluation import eval_task_count
 from prover_jax.training.logs import quiet_third_party
 
 FLAGS = flags.FLAGS
@@ -107,12 +108,6 @@ def _field(config, key):
         return methods_lib.get_field(config, key)
     except KeyError:
         return None
-
-
-def eval_count(config) -> int:
-    """Held-out episodes per evaluation: train.eval_episodes, capped by env.eval_seeds when > 0 (0: no cap)."""
-    cap = config.env.eval_seeds
-    return min(config.train.eval_episodes, cap) if cap > 0 else config.train.eval_episodes
 
 
 def has_checkpoint(folder: str) -> bool:
@@ -280,7 +275,7 @@ def _main(argv):
     workdir = os.path.abspath(FLAGS.workdir)
     seeds = list(range(FLAGS.first_seed, FLAGS.first_seed + FLAGS.seeds))
     sft_once = FLAGS.sft_once and config.sft.steps > 0 and any(m.shares_sft for m in methods)
-    eval_n = eval_count(config)
+    eval_n = eval_task_count(config, {})
 
     sft_runs = {s: Run("_sft", os.path.join(workdir, SFT_DIR, f"seed{s}"), s,
                        [("credit.method", "grpo"), ("seed", str(s)), ("train.steps", "0"),
@@ -292,7 +287,7 @@ def _main(argv):
             shared = sft_runs[s].folder if sft_once and m.shares_sft else None
             runs.append(Run(m.spec, os.path.join(workdir, m.slug, f"seed{s}"), s,
                             m.all_overrides() + [("seed", str(s))], cfg.train.steps, shared,
-                            eval_count(cfg)))
+                            eval_task_count(cfg, {})))
 
     failed = []
     if not FLAGS.report_only:

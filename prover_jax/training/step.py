@@ -43,6 +43,12 @@ BATCH_DTYPES = dict(tokens=jnp.int32, valid=jnp.bool_, loss_mask=jnp.bool_, adva
                     segment_ids=jnp.int32, policy_at=jnp.int32)
 
 
+def proximal_pass(config) -> bool:
+    """Off-policy batches with truncated IS (loss.tis_cap > 0, rollout.off_policy_steps = 1) are scored
+    under the weights before the update (the batches carry prox_logprobs)."""
+    return config.loss.tis_cap > 0 and int(config.rollout.off_policy_steps) > 0
+
+
 def abstract_batch(mesh, M: int, mb: int, L: int, kl: bool = False, prox: bool = False,
                    packed: bool = False, policy: int = 0) -> dict:
     """ShapeDtypeStructs of a [M, mb, L] train batch laid out as the trainer places it (with

@@ -39,7 +39,8 @@ from prover_jax.training.batch import padded_length
 from prover_jax.training.checkpoints import Checkpoints
 from prover_jax.training.loss import check_sampling
 from prover_jax.training.optim import make_optimizer
-from prover_jax.training.step import TrainState, abstract_batch, grpo_objective, init_train_state, make_train_step
+from prover_jax.training.step import (TrainState, abstract_batch, grpo_objective, init_train_state, make_train_step,
+                                      proximal_pass)
 from prover_jax.training.workdir import workdir_path
 
 
@@ -152,13 +153,12 @@ def precompile(config, mesh, train_step, state: TrainState, frozen) -> None:
     batch keys the trainer's batches carry (ref_logprobs with a KL term, prox_logprobs off-policy
     with loss.tis_cap)."""
     c = config
-    prox = bool(c.rollout.off_policy_steps) and c.loss.tis_cap > 0
     M = -(-c.rollout.groups_per_step * c.rollout.group_size // c.train.micro_batch_size)
     cap = c.train.max_tokens_per_row
     shapes = [(m, cap) for m in range(1, M + 1)] if cap > 0 else [(M, L) for L in length_buckets(c)]
     t0 = time.perf_counter()
     n = train_step.precompile(abstract(state), [abstract_batch(mesh, m, c.train.micro_batch_size, L, kl=c.loss.kl_coef > 0,
-                                                        prox=prox, packed=cap > 0) for m, L in shapes], frozen=frozen)
+                                                        prox=proximal_pass(c), packed=cap > 0) for m, L in shapes], frozen=frozen)
     logging.info("compiled the update for %d batch shapes [M, L] %s in %.0f s", n, shapes, time.perf_counter() - t0)
 
 
