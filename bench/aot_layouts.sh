@@ -31,3 +31,16 @@ run 2B-v6e-8-micro4 "$q:2B,alfworld,v6e-8" --fn=train_step --config.train.micro_
 run 9B-v6e-8-lora "$q:9B,alfworld,v6e-8-lora" --fn=train_step,generate
 run 9B-v6e-8-lora-tensor1 "$q:9B,alfworld,v6e-8-lora" --fn=train_step,generate --config.mesh.fsdp=8 \
     --config.mesh.tensor=1
+# FSDP gathers and the vocab projection (bench/RESULTS.md, "FSDP gathers whole, logits unchunked"): each
+# train step as the compiler's default windowed einsum streams FSDP shards (named on, overriding the flags
+# importing prover_jax sets) with 1024-position logit chunks (the layouts before), then with the flags
+# and 1024-position chunks; the shipped rows above have both changes where they apply.
+W="--xla_tpu_enable_windowed_einsum_for_all_gather=true --xla_tpu_enable_windowed_einsum_for_reduce_scatter=true"
+for L in 2B,v6e-8 4B,v6e-16 2B,v5p-8 4B,v5p-16 9B,v5p-32; do
+  name="${L%,*}-${L#*,}" cfg="$q:${L%,*},alfworld,${L#*,}"
+  LIBTPU_INIT_ARGS="$W" run "$name-windowed" "$cfg" --fn=train_step --config.train.logprob_chunk=1024
+  run "$name-chunk1024" "$cfg" --fn=train_step --config.train.logprob_chunk=1024
+done
+LIBTPU_INIT_ARGS="$W" run 9B-v6e-8-lora-windowed "$q:9B,alfworld,v6e-8-lora" --fn=train_step \
+    --config.train.logprob_chunk=1024
+run 9B-v6e-8-lora-chunk1024 "$q:9B,alfworld,v6e-8-lora" --fn=train_step --config.train.logprob_chunk=1024

@@ -25,13 +25,14 @@ from prover_jax.training.config import default_config
 
 # (size, slice) -> layout. v6e-N = N chips; v5p-N = N/2 chips (N counts TensorCores).
 #   mesh (data, fsdp, tensor); micro = train.micro_batch_size; slots = engine slots per host;
-#   length = rollout.max_target_length; remat = train.remat.
+#   length = rollout.max_target_length; remat = train.remat; chunk = train.logprob_chunk (default
+#   1024; 0: the vocab projection unchunked, for chips with room for one row's [4096, 248k] fp32 logits).
 LAYOUTS = {
-    ("2B", "v6e-8"): dict(mesh=(1, 8, 1), micro=8, slots=64, length=4096, remat="full"),
-    ("2B", "v5p-8"): dict(mesh=(1, 4, 1), micro=8, slots=128, length=4096, remat="full"),
-    ("4B", "v5p-16"): dict(mesh=(1, 8, 1), micro=8, slots=128, length=4096, remat="full"),
-    ("4B", "v6e-16"): dict(mesh=(1, 16, 1), micro=16, slots=64, length=4096, remat="full"),
-    ("9B", "v5p-32"): dict(mesh=(1, 16, 1), micro=16, slots=128, length=4096, remat="full"),
+    ("2B", "v6e-8"): dict(mesh=(1, 8, 1), micro=8, slots=64, length=4096, remat="full", chunk=0),
+    ("2B", "v5p-8"): dict(mesh=(1, 4, 1), micro=8, slots=128, length=4096, remat="full", chunk=0),
+    ("4B", "v5p-16"): dict(mesh=(1, 8, 1), micro=8, slots=128, length=4096, remat="full", chunk=0),
+    ("4B", "v6e-16"): dict(mesh=(1, 16, 1), micro=16, slots=64, length=4096, remat="full", chunk=0),
+    ("9B", "v5p-32"): dict(mesh=(1, 16, 1), micro=16, slots=128, length=4096, remat="full", chunk=0),
 }
 # NVIDIA GPU layouts: hNNN-N = N GPUs (H100 SXM 80 GB / H200 SXM 141 GB), 8 to a node. FSDP over the
 # GPUs (no tensor parallelism: the weights, Adam state and activations fit without it), attention
@@ -52,7 +53,8 @@ LAYOUTS.update(GPU_LAYOUTS)
 # frozen in bf16, so a model fits slices where full fine-tuning's fp32 weights and Adam state do not.
 LORA_LAYOUTS = {
     # tensor 2: the engine's whole bf16 9B weights (17 GiB a chip at tensor 1) split over two chips
-    ("9B", "v6e-8-lora"): dict(mesh=(1, 4, 2), micro=8, slots=64, length=4096, remat="full", lora=16),
+    ("9B", "v6e-8-lora"): dict(mesh=(1, 4, 2), micro=8, slots=64, length=4096, remat="full", lora=16,
+                                chunk=0),
     ("4B", "h200-1-lora"): dict(mesh=(1, 1, 1), micro=2, slots=64, length=4096, remat="full", lora=16),
 }
 
@@ -141,7 +143,10 @@ def make(size: str, benchmark: str = "alfworld", pod: str | None = None, judge: 
     c.optim.learning_rate = 1e-5  # a pretrained LLM's rate, not the library default (a from-scratch policy's)
     c.train.micro_batch_size = lay["micro"]  # sequences per accumulation step (one per chip)
     c.train.remat = lay["remat"]  # recompute each layer block's activations in the backward pass
-    c.train.logprob_chunk = 1024  # vocab projection (248k) over 1024 positions at a time
+    # vocab projection (248k) over this many positions at a time; 0: at once. Unchunked, the backward
+    # forms the tied embedding's gradient once per row instead of once per chunk (2B v6e-8: 3.81 -> 3.13 TB
+    # of HBM traffic per step, bench/RESULTS.md)
+    c.train.logprob_chunk = lay.get("chunk", 1024)
     c.loss.entropy_metric = False  # no entropy pass over the 248k vocabulary (not a loss term here)
     c.train.length_multiple = 1024  # a handful of compiled batch lengths per run (1k .. 4k)
     c.train.precompile = True  # compile the update for each of them before the first step

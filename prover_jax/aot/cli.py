@@ -114,6 +114,7 @@ def run(config, topology: str, fns, hlo_dir: str = "") -> list[dict]:
                     f.write(text)
             row = dict(fn=prog.fn, topology=s.name, **{k: v for k, v in analyse(
                 prog, compiled, text, s.chip, n, compile_s, counted).items() if k != "fn"})
+        row["libtpu_init_args"] = os.environ.get("LIBTPU_INIT_ARGS", "")  # the compiler flags it ran under
         print(json.dumps(row), flush=True)
         rows.append(row)
     row = together(rows, s.name)
