@@ -44,3 +44,6 @@ done
 LIBTPU_INIT_ARGS="$W" run 9B-v6e-8-lora-windowed "$q:9B,alfworld,v6e-8-lora" --fn=train_step \
     --config.train.logprob_chunk=1024
 run 9B-v6e-8-lora-chunk1024 "$q:9B,alfworld,v6e-8-lora" --fn=train_step --config.train.logprob_chunk=1024
+# rows per chip and remat=dots again, as shipped now (FSDP gathered whole, logits unchunked)
+run 2B-v6e-8-micro16-gathered "$q:2B,alfworld,v6e-8" --fn=train_step --config.train.micro_batch_size=16
+run 2B-v6e-8-dots-gathered "$q:2B,alfworld,v6e-8" --fn=train_step --config.train.remat=dots
