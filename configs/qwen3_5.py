@@ -11,7 +11,8 @@ of the size's LAYOUTS (default: the first); JUDGE a Qwen3.5 size (9B, as in the 
 training on every host's chips (prover_jax.serving.beside) from the checkpoint at $JUDGE_PATH, instead
 of an external OpenAI-compatible endpoint. Layouts were chosen with `prover-aot` (figures in
 bench/RESULTS.md): FSDP over every chip, the layer block under lax.scan, each block rematerialised,
-splash attention, log-probs in chunks of 1024 positions, micro-batches of one 4096-token row per chip.
+splash attention, log-probs over the whole row (TPU) or in chunks of 1024 positions (GPU), FSDP weights
+gathered whole (prover_jax.tpu_env's libtpu flags), micro-batches of one 4096-token row per chip.
 GPU layouts (GPU_LAYOUTS: h100-1, h200-1, h100-8, h200-8) were sized with the estimate of
 prover_jax.aot.gpu_memory instead, with cuDNN attention and more rows per GPU.
 Data paths come from environment variables on every worker (configs/README.md).
