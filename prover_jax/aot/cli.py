@@ -3,6 +3,7 @@ TPU compiler says about them, one JSON line per program.
 
     prover-aot --config=configs/qwen3_5.py:2B,alfworld,v6e-8 [--fn=train_step,generate,prefill]
                [--topology=v6e-8]      # default: config.accelerator
+               [--bytes_by_op=N]       # each row: the N jax ops with the most HBM bytes
 
 Fields: per_device_gib = argument + output - aliased + temporary bytes per chip (memory_analysis);
 fits = per_device_gib <= hbm_gib; headroom = 1 - per_device / hbm. With a judge served beside training
@@ -33,7 +34,8 @@ import sys
 import time
 
 
-def analyse(prog, compiled, hlo_text: str, chip, n_devices: int, compile_s: float, counted: dict) -> dict:
+def analyse(prog, compiled, hlo_text: str, chip, n_devices: int, compile_s: float, counted: dict,
+            by_op: int = 0) -> dict:
     from prover_jax.aot.chips import GIB
     from prover_jax.aot.hlo_bytes import bytes_accessed
     mem = compiled.memory_analysis()
@@ -45,7 +47,7 @@ def analyse(prog, compiled, hlo_text: str, chip, n_devices: int, compile_s: floa
     kernel = prog.kernel_flops if counted["pallas_calls"] and not counted["pallas_flops"] else 0.0
     flops = (counted["flops"] + kernel) / n_devices
     loop_factor = flops / xla_flops if xla_flops > 0 and flops > xla_flops else 1.0
-    hbm = bytes_accessed(hlo_text)
+    hbm = bytes_accessed(hlo_text, by_op=by_op)
     bytes_ = hbm["bytes"]
     times = {"compute": flops / chip.peak_flops, "memory": bytes_ / chip.hbm_bandwidth,
              "interconnect": hbm["collective_bytes"] / chip.ici_bandwidth}
@@ -67,6 +69,8 @@ def analyse(prog, compiled, hlo_text: str, chip, n_devices: int, compile_s: floa
         "tokens_per_s_per_chip": round(prog.tokens / n_devices / est, 1) if est else None,
         "compile_s": round(compile_s, 1),
     }
+    if by_op:
+        out["bytes_by_op"] = hbm["by_op"]
     opt = cost.get("optimal_seconds")
     if opt is not None and opt > 0:
         out["optimal_seconds"] = opt
@@ -80,9 +84,10 @@ def analyse(prog, compiled, hlo_text: str, chip, n_devices: int, compile_s: floa
     return out
 
 
-def run(config, topology: str, fns, hlo_dir: str = "") -> list[dict]:
+def run(config, topology: str, fns, hlo_dir: str = "", by_op: int = 0) -> list[dict]:
     """Compiles each program for `topology`; returns their report dicts (also on stdout as JSON).
-    With `hlo_dir`, each compiled program's HLO text is written there as FN.hlo.txt."""
+    With `hlo_dir`, each compiled program's HLO text is written there as FN.hlo.txt; with by_op > 0,
+    each row's bytes_by_op lists the by_op jax ops that read and write the most HBM bytes."""
     from prover_jax.aot.chips import parse_slice, slice_devices
     from prover_jax.aot.flops import count
     from prover_jax.aot.programs import programs
@@ -113,7 +118,7 @@ def run(config, topology: str, fns, hlo_dir: str = "") -> list[dict]:
                 with open(os.path.join(hlo_dir, f"{prog.fn}.hlo.txt"), "w") as f:
                     f.write(text)
             row = dict(fn=prog.fn, topology=s.name, **{k: v for k, v in analyse(
-                prog, compiled, text, s.chip, n, compile_s, counted).items() if k != "fn"})
+                prog, compiled, text, s.chip, n, compile_s, counted, by_op).items() if k != "fn"})
         row["libtpu_init_args"] = os.environ.get("LIBTPU_INIT_ARGS", "")  # the compiler flags it ran under
         print(json.dumps(row), flush=True)
         rows.append(row)
@@ -165,6 +170,8 @@ def main(argv=None):
                         f"the config compiles; the judge's when judge.serve sets one)")
     flags.DEFINE_string("topology", "", "TPU slice, e.g. v6e-8, v5p-16 (default: config.accelerator)")
     flags.DEFINE_string("hlo_dir", "", "write each compiled program's HLO text to this folder")
+    flags.DEFINE_integer("bytes_by_op", 0, "> 0: each row lists this many jax ops with the most HBM bytes "
+                         "(bytes_by_op: [op, bytes] pairs, loop trip counts included)", lower_bound=0)
     config_flags.DEFINE_config_file("config", None, "a prover config file[:args]", lock_config=False)
     FLAGS = flags.FLAGS
 
@@ -181,7 +188,8 @@ def main(argv=None):
         # host lacks cannot be loaded back from it, and compile_s is the compiler's own time
         jax.config.update("jax_enable_compilation_cache", False)
         try:
-            run(config, topology, [f.strip() for f in FLAGS.fn.split(",") if f.strip()] or None, FLAGS.hlo_dir)
+            run(config, topology, [f.strip() for f in FLAGS.fn.split(",") if f.strip()] or None, FLAGS.hlo_dir,
+                FLAGS.bytes_by_op)
         except (ValueError, RuntimeError) as e:
             print(f"prover-aot: {e}", file=sys.stderr)
             sys.exit(2)

@@ -204,23 +204,56 @@ def _fusion_bytes(ins: dict, fused: list[dict], types: dict, hbm_only: bool, com
     return total
 
 
-def bytes_accessed(text: str, hbm_only: bool = True) -> dict:
-    """{"bytes", "loops", "unknown_trip_counts"} of a compiled program's HLO text (per device);
-    hbm_only (default) leaves out arrays the compiler placed in VMEM."""
+def _own_bytes(ins: dict, types: dict, comps: dict, hbm_only: bool) -> float:
+    """HBM bytes one instruction that calls no computation reads and writes (the module docstring's
+    rules)."""
+    op = ins["op"]
+    if op == "fusion" and ins["called"].get("calls") in comps:
+        return _fusion_bytes(ins, comps[ins["called"]["calls"]], types, hbm_only, comps)
+    if op == "dynamic-update-slice" and len(ins["operands"]) > 1:  # in place: the update only
+        return 2 * _type_bytes(types.get(ins["operands"][1], ""), hbm_only)
+    if op in _SLICING:  # reads what it returns
+        return 2 * _type_bytes(ins["type"], hbm_only)
+    if op in ("slice-start", "copy-start"):  # asynchronous: counted at the matching -done
+        return 0.0
+    if op == "slice-done":  # a copy between memories (e.g. an HBM prefetch into VMEM): read once
+        return _type_bytes(ins["type"], False)
+    if op == "copy-done" and ins["operands"]:  # moves the array once: its HBM side(s) of (dst, src)
+        return sum(_type_bytes(t, hbm_only) for t in _split_tuple(types.get(ins["operands"][0], ""))[:2])
+    return _type_bytes(ins["type"], hbm_only) + sum(_type_bytes(types.get(o, ""), hbm_only)
+                                                    for o in ins["operands"])
+
+
+def op_key(line: str, depth: int = 3) -> str:
+    """The jax op an HLO instruction came from: the last `depth` parts of its metadata op_name
+    (jit(...) scopes and [...] parameters dropped), else its opcode in parentheses."""
+    m = re.search(r'op_name="([^"]*)"', line)
+    if not m:
+        rest = line.split(" = ", 1)[-1]
+        return "(" + _split_type(rest)[1].split("(", 1)[0] + ")"
+    name = re.sub(r"\[[^\]]*\]", "", re.sub(r"jit\([^)]*\)/", "", m.group(1)))
+    return "/".join(name.split("/")[-depth:])
+
+
+def bytes_accessed(text: str, hbm_only: bool = True, by_op: int = 0) -> dict:
+    """{"bytes", "collective_bytes", "loops", "unknown_trip_counts"} of a compiled program's HLO text
+    (per device); hbm_only (default) leaves out arrays the compiler placed in VMEM. by_op > 0 adds
+    "by_op": the by_op largest [op_key, bytes] pairs (trip counts included; they sum to at most "bytes")."""
+    from collections import Counter
     comps, entry = _parse(text)
     stats = {"loops": 0, "unknown_trip_counts": 0}
-    memo: dict[str, tuple[float, float]] = {}
+    memo: dict[str, tuple[float, float, Counter]] = {}
 
-    def cost(comp: str) -> float:
-        return costs(comp)[0]
+    def scaled(c: Counter, k: float) -> Counter:
+        return Counter({key: k * v for key, v in c.items()})
 
-    def costs(comp: str) -> tuple[float, float]:
-        """(HBM bytes, bytes sent over the interconnect) of a computation."""
+    def costs(comp: str) -> tuple[float, float, Counter]:
+        """(HBM bytes, bytes sent over the interconnect, HBM bytes by op_key) of a computation."""
         if comp in memo:
             return memo[comp]
         instrs = comps.get(comp, [])
         types = {i["name"]: i["type"] for i in instrs}
-        total, ici = 0.0, 0.0
+        total, ici, by = 0.0, 0.0, Counter()
         for ins in instrs:
             op = ins["op"]
             if op in _COLLECTIVES:
@@ -228,48 +261,33 @@ def bytes_accessed(text: str, hbm_only: bool = True) -> dict:
                                    " ".join(types.get(o, "") for o in ins["operands"]), False)
             if op in _FREE:
                 continue
-            if op == "while":
-                stats["loops"] += 1
-                trips = _trip_count(comps.get(ins["called"].get("condition", ""), []))
-                if trips is None:
-                    stats["unknown_trip_counts"] += 1
-                    trips = 1
-                body = costs(ins["called"].get("body", ""))
-                total += trips * (body[0] + cost(ins["called"].get("condition", "")))
-                ici += trips * body[1]
+            if op in ("while", "conditional", "call"):
+                if op == "while":
+                    stats["loops"] += 1
+                    trips = _trip_count(comps.get(ins["called"].get("condition", ""), []))
+                    if trips is None:
+                        stats["unknown_trip_counts"] += 1
+                        trips = 1
+                    body, cond = costs(ins["called"].get("body", "")), costs(ins["called"].get("condition", ""))
+                    sub = (trips * (body[0] + cond[0]), trips * body[1], scaled(body[2] + cond[2], trips))
+                elif op == "conditional":  # its costliest branch
+                    sub = max((costs(b) for b in ins["branches"]), default=(0.0, 0.0, Counter()),
+                              key=lambda c: (c[0], c[1]))
+                else:
+                    sub = costs(ins["called"].get("to_apply", ins["called"].get("calls", "")))
+                total, ici = total + sub[0], ici + sub[1]
+                if by_op:
+                    by.update(sub[2])
                 continue
-            if op == "conditional":
-                branch = max((costs(b) for b in ins["branches"]), default=(0.0, 0.0))
-                total, ici = total + branch[0], ici + branch[1]
-                continue
-            if op == "call":
-                called = costs(ins["called"].get("to_apply", ins["called"].get("calls", "")))
-                total, ici = total + called[0], ici + called[1]
-                continue
-            if op == "fusion" and ins["called"].get("calls") in comps:
-                total += _fusion_bytes(ins, comps[ins["called"]["calls"]], types, hbm_only, comps)
-                continue
-            if op == "dynamic-update-slice" and len(ins["operands"]) > 1:  # in place: the update only
-                total += 2 * _type_bytes(types.get(ins["operands"][1], ""), hbm_only)
-                continue
-            if op in _SLICING:  # reads what it returns
-                total += 2 * _type_bytes(ins["type"], hbm_only)
-                continue
-            if op == "slice-start":  # an asynchronous slice: counted at its slice-done
-                continue
-            if op == "slice-done":  # a copy between memories (e.g. an HBM prefetch into VMEM): read once
-                total += _type_bytes(ins["type"], False)
-                continue
-            if op == "copy-start":  # an asynchronous copy: counted at its copy-done
-                continue
-            if op == "copy-done" and ins["operands"]:  # moves the array once: its HBM side(s) of (dst, src)
-                start = _split_tuple(types.get(ins["operands"][0], ""))
-                total += sum(_type_bytes(t, hbm_only) for t in start[:2])
-                continue
-            total += _type_bytes(ins["type"], hbm_only) + sum(_type_bytes(types.get(o, ""), hbm_only)
-                                                              for o in ins["operands"])
-        memo[comp] = (total, ici)
+            b = _own_bytes(ins, types, comps, hbm_only)
+            total += b
+            if by_op and b:
+                by[op_key(ins["line"])] += b
+        memo[comp] = (total, ici, by)
         return memo[comp]
 
-    out = costs(entry) if entry else (0.0, 0.0)
-    return dict(bytes=out[0], collective_bytes=out[1], **stats)
+    out = costs(entry) if entry else (0.0, 0.0, Counter())
+    report = dict(bytes=out[0], collective_bytes=out[1], **stats)
+    if by_op:
+        report["by_op"] = [[k, v] for k, v in out[2].most_common(by_op)]
+    return report

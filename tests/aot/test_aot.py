@@ -47,7 +47,7 @@ def tiny_model(tmp_path_factory):
 def test_compiles_train_and_decode_for_a_slice(tiny_model, topology, mesh):
     _need_libtpu()
     from prover_jax.aot.cli import run
-    rows = run(aot_config(tiny_model, mesh), topology, ["train_step", "generate"])
+    rows = run(aot_config(tiny_model, mesh), topology, ["train_step", "generate"], by_op=3)
     assert [r["fn"] for r in rows] == ["train_step", "generate"]
     for r in rows:
         missing = [f for f in FIELDS if f not in r]
@@ -60,6 +60,9 @@ def test_compiles_train_and_decode_for_a_slice(tiny_model, topology, mesh):
         assert r["flops_per_device"] > 0 and r["bytes_accessed_per_device"] > 0 and r["estimated_s"] > 0
         assert r["bound"] in ("compute", "memory", "interconnect")
         assert 0 < r["estimated_mfu"] <= 1 and r["tokens_per_s_per_chip"] > 0
+        assert r["libtpu_init_args"] == os.environ.get("LIBTPU_INIT_ARGS", "")
+        top = [b for _, b in r["bytes_by_op"]]  # --bytes_by_op: the ops with the most HBM bytes, largest first
+        assert len(top) == 3 and top == sorted(top, reverse=True) and 0 < sum(top) <= r["bytes_accessed_per_device"]
     train = rows[0]
     # 2 micro-batches under lax.scan: XLA counts the loop body once, the jaxpr count does not.
     assert train["flops_per_device"] > 1.5 * train["xla_flops_per_device"]
