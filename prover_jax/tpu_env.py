@@ -92,7 +92,7 @@ def compiler_flags(environ: MutableMapping[str, str] = os.environ,
     if v is None or not LIBTPU_CHECKED[0] <= v[:3] <= LIBTPU_CHECKED[1]:
         return []
     args = environ.get("LIBTPU_INIT_ARGS", "")
-    added = [f"--{k}={v}" for k, v in TPU_COMPILER_FLAGS.items() if not _named(args, k)]
+    added = [f"--{name}={value}" for name, value in TPU_COMPILER_FLAGS.items() if not _named(args, name)]
     if added:
         environ["LIBTPU_INIT_ARGS"] = " ".join([args, *added]).strip()
     return added
