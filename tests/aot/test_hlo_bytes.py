@@ -28,8 +28,9 @@ def test_an_hbm_copy_reads_and_writes():
     assert bytes_accessed(text)["bytes"] == 2 * ARRAY + 2 * ARRAY  # the copy, then the negate's read + write
 
 
-def _loop(body_meta: str = "", after: str = "") -> str:
-    return ("HloModule m\n\n""HloModule m\n\n"
+def _loop(body_meta: str = "") -> str:
+    """Five trips of a negate (carrying `body_meta` as its attribute text), then an exp of the result."""
+    return ("HloModule m\n\n"
             "%cond (s: (s32[], f32[1024,128])) -> pred[] {\n"
             "  %s = (s32[], f32[1024,128]{1,0:T(8,128)}) parameter(0)\n"
             "  %i = s32[] get-tuple-element(%s), index=0\n"
@@ -49,7 +50,7 @@ def _loop(body_meta: str = "", after: str = "") -> str:
             "  %t = (s32[], f32[1024,128]{1,0:T(8,128)}) tuple(%z, %p)\n"
             "  %w = (s32[], f32[1024,128]{1,0:T(8,128)}) while(%t), condition=%cond, body=%body\n"
             "  %r = f32[1024,128]{1,0:T(8,128)} get-tuple-element(%w), index=1\n"
-            "  ROOT %e = f32[1024,128]{1,0:T(8,128)} exponential(%r)" + after + "\n"
+            "  ROOT %e = f32[1024,128]{1,0:T(8,128)} exponential(%r)\n"
             "}\n")
 
 
