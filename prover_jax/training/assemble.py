@@ -12,8 +12,8 @@ penalty.
 L (the longest episode of any process, padded to train.length_multiple; packed: train.max_tokens_per_row)
 and the row count B (the most any process needs) are agreed with `allgather_json`, so every process
 packs [B, L] rows (`batch.pack`) and `distributed.global_batch` lays them out as one global batch.
-With train.logits = policy, P (the most policy tokens of any row, padded to POLICY_MULTIPLE) is agreed
-too and policy_at added. `trained[i]` False keeps episode i out of the loss mask (context only).
+With train.logits = policy, P (the most policy tokens of any row, widened by `batch.policy_width`) is
+agreed too and policy_at added. `trained[i]` False keeps episode i out of the loss mask (context only).
 Returns this process's rows [1, B, L] (numpy, for metrics such as batch_fill) and the global batch.
 """
 
@@ -27,7 +27,7 @@ from prover_jax import distributed as dist
 from prover_jax.credit.pipeline import split_groups
 from prover_jax.credit.shaping import overlong_shaping, trained_episodes
 from prover_jax.rollout.trajectory import Trajectory
-from prover_jax.training.batch import POLICY_MULTIPLE, first_fit, pack, padded_length, policy_positions
+from prover_jax.training.batch import first_fit, pack, padded_length, policy_positions, policy_width
 
 
 def global_batch(config, mesh, trajs: Sequence[Trajectory], advantages: Sequence[np.ndarray],
@@ -41,7 +41,7 @@ def global_batch(config, mesh, trajs: Sequence[Trajectory], advantages: Sequence
     rows = pack(trajs, advantages, B, length=L, max_tokens_per_row=cap, num_rows=B, trained=trained)
     if c.train.logits == "policy":  # the vocab projection at the policy tokens only: P agreed over processes
         most = max(dist.allgather_json(int(rows["loss_mask"].sum(-1).max())))
-        P = padded_length(max(most, 1), POLICY_MULTIPLE, rows["tokens"].shape[-1])
+        P = policy_width(most, rows["tokens"].shape[-1])
         rows["policy_at"] = policy_positions(rows["loss_mask"], P)
     return rows, dist.global_batch({k: v[0] for k, v in rows.items()}, mesh, c.train.micro_batch_size)
 

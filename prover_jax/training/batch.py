@@ -97,7 +97,26 @@ def pack(trajs: Sequence[Trajectory], advantages: Sequence[np.ndarray], micro_ba
     return {k: v.reshape(B // mb, mb, L) for k, v in out.items()}
 
 
-POLICY_MULTIPLE = 128  # `policy_at` rows are padded to a multiple of this many positions (few shapes)
+POLICY_MULTIPLE = 128  # the narrowest `policy_at`; wider ones double (`policy_width`): few shapes to compile
+
+
+def policy_width(most: int, L: int) -> int:
+    """P of `policy_at` for [.., L] rows whose fullest holds `most` policy tokens: the least
+    POLICY_MULTIPLE * 2^k >= most, capped at L."""
+    P = POLICY_MULTIPLE
+    while P < most:
+        P *= 2
+    return min(P, L)
+
+
+def policy_widths(L: int, most: int) -> list[int]:
+    """Every P `policy_width` gives for [.., L] rows of at most `most` policy tokens (ascending)."""
+    out, P = [], POLICY_MULTIPLE
+    while True:
+        out.append(min(P, L))
+        if P >= min(most, L):
+            return out
+        P *= 2
 
 
 def policy_positions(loss_mask: np.ndarray, P: int) -> np.ndarray:

@@ -4,9 +4,10 @@
     trainer = Trainer(config, workdir)  # the loop over it (trainer.run is this record)
 
 `build` reads the config top-down and builds in this order: the mesh and the process layout; the
-tokenizer; the policy (model, LoRA split, runtime) and its initial train state; the update program
-(compiled for every batch shape with train.precompile); the engine, its weight copy and the driver
-with the sampled and greedy rollouts; the env pools; what the credit method needs (`Needs`: judge,
+tokenizer; the policy (model, LoRA split, runtime) and its initial train state; the update program;
+the engine, its weight copy and the driver with the sampled and greedy rollouts; the env pools (then
+the update compiled for every batch shape with train.precompile: the family's turn limit bounds the
+policy tokens of a row); what the credit method needs (`Needs`: judge,
 verification pool, critic) and the method itself; the step pipeline; the task iterator and splits;
 the checkpoint managers. Nothing here runs a step or reads a checkpoint (the Trainer restores).
 The pieces are the `build` module's functions of the config; this module only orders and records them.
@@ -35,7 +36,7 @@ from prover_jax.sampling import Driver, Engine, SamplingParams
 from prover_jax.sharding import make_mesh
 from prover_jax.training import build as pieces
 from prover_jax.training import dynamic, evaluation, sft
-from prover_jax.training.batch import padded_length
+from prover_jax.training.batch import padded_length, policy_widths
 from prover_jax.training.checkpoints import Checkpoints
 from prover_jax.training.loss import check_sampling
 from prover_jax.training.optim import make_optimizer
@@ -147,19 +148,23 @@ def length_buckets(config) -> list[int]:
                    for n in range(1, c.rollout.max_target_length + 1, c.train.length_multiple)})
 
 
-def precompile(config, mesh, train_step, state: TrainState, frozen) -> None:
+def precompile(config, mesh, train_step, state: TrainState, frozen, max_policy_tokens: int | None = None) -> None:
     """Compiles the update for every batch shape now, so no RL step waits on a compile: every
     length bucket, or with packed rows every micro-batch count at train.max_tokens_per_row; with the
     batch keys the trainer's batches carry (ref_logprobs with a KL term, prox_logprobs off-policy
-    with loss.tis_cap)."""
+    with loss.tis_cap), and with train.logits = policy each policy_at width (`batch.policy_widths`) of
+    rows holding up to `max_policy_tokens` policy tokens (None: up to the row's length)."""
     c = config
     M = -(-c.rollout.groups_per_step * c.rollout.group_size // c.train.micro_batch_size)
     cap = c.train.max_tokens_per_row
-    shapes = [(m, cap) for m in range(1, M + 1)] if cap > 0 else [(M, L) for L in length_buckets(c)]
+    rows = [(m, cap) for m in range(1, M + 1)] if cap > 0 else [(M, L) for L in length_buckets(c)]
+    shapes = [(m, L, P) for m, L in rows for P in
+              (policy_widths(L, max_policy_tokens or L) if c.train.logits == "policy" else [0])]
     t0 = time.perf_counter()
     n = train_step.precompile(abstract(state), [abstract_batch(mesh, m, c.train.micro_batch_size, L, kl=c.loss.kl_coef > 0,
-                                                        prox=proximal_pass(c), packed=cap > 0) for m, L in shapes], frozen=frozen)
-    logging.info("compiled the update for %d batch shapes [M, L] %s in %.0f s", n, shapes, time.perf_counter() - t0)
+                                                        prox=proximal_pass(c), packed=cap > 0, policy=P)
+                                                for m, L, P in shapes], frozen=frozen)
+    logging.info("compiled the update for %d batch shapes [M, L, P] %s in %.0f s", n, shapes, time.perf_counter() - t0)
 
 
 def build(config, workdir: str) -> Run:
@@ -185,8 +190,6 @@ def build(config, workdir: str) -> Run:
     train_step = make_train_step(policy.graphdef, grpo_objective(c.loss, c.rollout.max_target_length), optimizer, mesh=mesh,
                                  logprob_chunk=c.train.logprob_chunk or None, epochs=c.train.ppo_epochs,
                                  mini_batches=c.train.mini_batches)
-    if c.train.precompile:
-        precompile(c, mesh, train_step, state, policy.frozen)
 
     # sampling: this host's engine decodes from a copy of the train weights
     r = c.rollout
@@ -204,6 +207,10 @@ def build(config, workdir: str) -> Run:
     # envs and credit
     env_kw = pieces.env_kwargs(c)
     pool = EnvPool(c.env.name, (hi - lo) * r.group_size, env_kw, processes=c.env.processes)
+    if c.train.precompile:  # a row's policy tokens: its episodes' turns x max_action_tokens at most
+        turns = r.max_turns or pool.prompt.max_turns
+        precompile(c, mesh, train_step, state, policy.frozen,
+                   max_policy_tokens=None if c.train.max_tokens_per_row > 0 else turns * r.max_action_tokens)
     if r.warmup:
         logging.info("compiled the sampler's shapes in %.0f s", driver.warmup(pool.prompt.stop_strings))
     verify_pool = (EnvPool(c.env.name, needs.verify_envs, env_kw, processes=c.env.processes)

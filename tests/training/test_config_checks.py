@@ -79,3 +79,39 @@ def test_precompile_has_the_batch_keys_of_the_steps(off_policy, tis_cap, kl):
     precompile(c, make_mesh((1, 1, 1), devices=jax.devices()[:1]), step, {"w": jnp.zeros(2)}, None)
     want = {"ref_logprobs": kl > 0, "prox_logprobs": bool(off_policy) and tis_cap > 0}
     assert step.batches and all({k: k in b for k in want} == want for b in step.batches)
+
+
+def test_precompile_covers_the_policy_widths_of_the_batches():
+    """With train.logits = policy the trainer's batches carry policy_at [M, mb, P]; precompile compiled
+    none (its batches had no policy_at), so every new length compiled inside an RL step. Now every
+    batch `global_batch` builds from episodes within the turn limit has a precompiled shape."""
+    import jax
+
+    from helpers.credit import fake_traj
+    from prover_jax.sharding import make_mesh
+    from prover_jax.training.assemble import global_batch
+    from prover_jax.training.batch import policy_width, policy_widths
+    from prover_jax.training.wiring import precompile
+
+    assert [policy_width(n, 512) for n in (0, 128, 129, 300, 600)] == [128, 128, 256, 512, 512]
+    assert policy_widths(384, 300) == [128, 256, 384] and policy_widths(1024, 24) == [128]
+
+    class Recorder:
+        def precompile(self, state, batches, frozen=None):
+            self.shapes = [{k: (v.shape, v.dtype) for k, v in b.items()} for b in batches]
+            return len(batches)
+
+    c = trainer_config()
+    c.train.logits, c.rollout.max_action_tokens, turns = "policy", 100, 3
+    mesh, step = make_mesh((1, 1, 1), devices=jax.devices()[:1]), Recorder()
+    precompile(c, mesh, step, {"w": jax.numpy.zeros(2)}, None, max_policy_tokens=turns * c.rollout.max_action_tokens)
+    seen = set()
+    for n_turns, act_len, obs_len in [(1, 5, 3), (3, 50, 3), (3, 100, 3), (3, 100, 100), (2, 70, 400)]:
+        trajs = [fake_traj(n_turns, k % 2 == 0, uid=k, act_len=act_len, obs_len=obs_len)
+                 for k in range(c.rollout.groups_per_step * c.rollout.group_size)]
+        _, batch = global_batch(c, mesh, trajs, [np.zeros(len(t.tokens), np.float32) for t in trajs],
+                                [True] * len(trajs))
+        shapes = {k: (v.shape, v.dtype) for k, v in batch.items()}
+        assert "policy_at" in shapes and shapes in step.shapes, shapes
+        seen.add(shapes["policy_at"][0][-1])
+    assert seen == {128, 256, 512}  # the cases reach three widths
