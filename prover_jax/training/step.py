@@ -360,3 +360,41 @@ def make_batch_logprob_fn(graphdef, *, logprob_chunk: int | None = None, out_sha
 
 
 LOGPROB_KEYS = ("tokens", "valid", "segment_ids", "policy_at")  # the batch keys the log-prob pass reads
+
+
+class LogprobPass:
+    """`make_batch_logprob_fn` on a mesh: `pass_(params, batch) -> logp [M, mb, L]` laid out like the
+    batch, run by the executable `precompile` compiled for the batch's shapes, else jitted on first use.
+    Precompiled executables take params laid out like the abstract ones they were compiled for."""
+
+    def __init__(self, graphdef, mesh, logprob_chunk: int | None = None):
+        self.graphdef, self.mesh, self.chunk = graphdef, mesh, logprob_chunk
+        self._jitted: dict = {}  # rows' (key, shape, dtype) -> jax.jit program
+        self._compiled: dict = {}  # the same keys -> executables from precompile
+
+    def _rows(self, batch):
+        rows = {k: batch[k] for k in LOGPROB_KEYS if k in batch}
+        return rows, tuple((k, tuple(v.shape), str(v.dtype)) for k, v in sorted(rows.items()))
+
+    def _fn(self, key, rows):
+        from prover_jax.distributed.arrays import batch_sharding
+
+        if key not in self._jitted:
+            self._jitted[key] = make_batch_logprob_fn(self.graphdef, logprob_chunk=self.chunk,
+                                                      out_sharding=batch_sharding(self.mesh, rows["tokens"].shape))
+        return self._jitted[key]
+
+    def precompile(self, params, batches) -> int:
+        """Compiles the pass for `params` (ShapeDtypeStructs with shardings) and each abstract batch;
+        returns how many were compiled."""
+        n = 0
+        for b in batches:
+            rows, key = self._rows(b)
+            if key not in self._compiled:
+                self._compiled[key] = self._fn(key, rows).lower(params, rows).compile()
+                n += 1
+        return n
+
+    def __call__(self, params, batch):
+        rows, key = self._rows(batch)
+        return (self._compiled.get(key) or self._fn(key, rows))(params, rows)

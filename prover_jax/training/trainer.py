@@ -66,7 +66,6 @@ class Trainer:
         self.off_policy = int(config.rollout.off_policy_steps)
         self._prefetched = None  # off-policy: the next step's batch, played during this update
         self._tasks_before = None
-        self._logprob_fn = None
         self.sft_done = config.sft.steps == 0
         self.skipped_in_a_row = 0
         # what the run has spent, over every step ever played (a step lost to a restart included)
@@ -212,13 +211,8 @@ class Trainer:
 
     def _logprobs(self, batch, params):
         """Log-probs [M, mb, L] of the batch under `params` (the reference or proximal policy),
-        sharded like the batch."""
-        from prover_jax.training.step import LOGPROB_KEYS, make_batch_logprob_fn
-        if self._logprob_fn is None:
-            self._logprob_fn = make_batch_logprob_fn(
-                self.run.policy.plain, logprob_chunk=self.config.train.logprob_chunk or None,
-                out_sharding=batch["tokens"].sharding)
-        return self._logprob_fn(params, {k: batch[k] for k in LOGPROB_KEYS if k in batch})
+        sharded like the batch (`run.logprob_pass`, compiled ahead with train.precompile)."""
+        return self.run.logprob_pass(params, batch)
 
     # Evaluation, SFT, output.
     def eval_task_count(self, episodes: int | None = None) -> int:

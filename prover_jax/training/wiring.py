@@ -40,8 +40,8 @@ from prover_jax.training.batch import padded_length, policy_widths
 from prover_jax.training.checkpoints import Checkpoints
 from prover_jax.training.loss import check_sampling
 from prover_jax.training.optim import make_optimizer
-from prover_jax.training.step import (TrainState, abstract_batch, grpo_objective, init_train_state, make_train_step,
-                                      proximal_pass)
+from prover_jax.training.step import (LogprobPass, TrainState, abstract_batch, grpo_objective, init_train_state,
+                                      make_train_step, proximal_pass)
 from prover_jax.training.workdir import workdir_path
 
 
@@ -52,7 +52,9 @@ class Run:
 
     root / workdir: the run folder (epath.Path / its text); primary: this process writes shared files.
     policy: how the trained params make the model (`build.Policy`); initial_state: the TrainState RL
-    (or SFT) starts from; train_step: the jitted update; group_lo / group_hi: this process's groups.
+    (or SFT) starts from; train_step: the jitted update; logprob_pass: the reference / proximal
+    log-prob pass (`step.LogprobPass`, None when the loss takes neither); group_lo / group_hi: this
+    process's groups.
     sync: the train -> engine weight copy; rollout / greedy: sampled (rollout.temperature ...) and
     greedy episodes over `driver`; verify_pool: the credit method's continuations' envs (or None).
     tasks: the resumable grain iterator of task-seed batches; task_splits: train / eval task counts.
@@ -66,6 +68,7 @@ class Run:
     policy: pieces.Policy
     initial_state: TrainState
     train_step: Any
+    logprob_pass: LogprobPass | None
     engine: Engine
     sync: dist.WeightSync
     driver: Driver
@@ -148,12 +151,14 @@ def length_buckets(config) -> list[int]:
                    for n in range(1, c.rollout.max_target_length + 1, c.train.length_multiple)})
 
 
-def precompile(config, mesh, train_step, state: TrainState, frozen, max_policy_tokens: int | None = None) -> None:
+def precompile(config, mesh, train_step, state: TrainState, frozen, max_policy_tokens: int | None = None,
+               logprob_pass: LogprobPass | None = None) -> None:
     """Compiles the update for every batch shape now, so no RL step waits on a compile: every
     length bucket, or with packed rows every micro-batch count at train.max_tokens_per_row; with the
     batch keys the trainer's batches carry (ref_logprobs with a KL term, prox_logprobs off-policy
     with loss.tis_cap), and with train.logits = policy each policy_at width (`batch.policy_widths`) of
-    rows holding up to `max_policy_tokens` policy tokens (None: up to the row's length)."""
+    rows holding up to `max_policy_tokens` policy tokens (None: up to the row's length). The same
+    shapes for `logprob_pass` on params laid out like the state's (not under LoRA: merged weights)."""
     c = config
     M = -(-c.rollout.groups_per_step * c.rollout.group_size // c.train.micro_batch_size)
     cap = c.train.max_tokens_per_row
@@ -161,9 +166,11 @@ def precompile(config, mesh, train_step, state: TrainState, frozen, max_policy_t
     shapes = [(m, L, P) for m, L in rows for P in
               (policy_widths(L, max_policy_tokens or L) if c.train.logits == "policy" else [0])]
     t0 = time.perf_counter()
-    n = train_step.precompile(abstract(state), [abstract_batch(mesh, m, c.train.micro_batch_size, L, kl=c.loss.kl_coef > 0,
-                                                        prox=proximal_pass(c), packed=cap > 0, policy=P)
-                                                for m, L, P in shapes], frozen=frozen)
+    batches = [abstract_batch(mesh, m, c.train.micro_batch_size, L, kl=c.loss.kl_coef > 0, prox=proximal_pass(c),
+                              packed=cap > 0, policy=P) for m, L, P in shapes]
+    n = train_step.precompile(abstract(state), batches, frozen=frozen)
+    if logprob_pass is not None and frozen is None:
+        n += logprob_pass.precompile(abstract(state.params), batches)
     logging.info("compiled the update for %d batch shapes [M, L, P] %s in %.0f s", n, shapes, time.perf_counter() - t0)
 
 
@@ -190,6 +197,8 @@ def build(config, workdir: str) -> Run:
     train_step = make_train_step(policy.graphdef, grpo_objective(c.loss, c.rollout.max_target_length), optimizer, mesh=mesh,
                                  logprob_chunk=c.train.logprob_chunk or None, epochs=c.train.ppo_epochs,
                                  mini_batches=c.train.mini_batches)
+    logprob_pass = (LogprobPass(policy.plain, mesh, logprob_chunk=c.train.logprob_chunk or None)
+                    if c.loss.kl_coef > 0 or proximal_pass(c) else None)
 
     # sampling: this host's engine decodes from a copy of the train weights
     r = c.rollout
@@ -209,7 +218,7 @@ def build(config, workdir: str) -> Run:
     pool = EnvPool(c.env.name, (hi - lo) * r.group_size, env_kw, processes=c.env.processes)
     if c.train.precompile:  # a row's policy tokens: its episodes' turns x max_action_tokens at most
         turns = r.max_turns or pool.prompt.max_turns
-        precompile(c, mesh, train_step, state, policy.frozen,
+        precompile(c, mesh, train_step, state, policy.frozen, logprob_pass=logprob_pass,
                    max_policy_tokens=None if c.train.max_tokens_per_row > 0 else turns * r.max_action_tokens)
     if r.warmup:
         logging.info("compiled the sampler's shapes in %.0f s", driver.warmup(pool.prompt.stop_strings))
@@ -236,8 +245,8 @@ def build(config, workdir: str) -> Run:
     base_is_ref = policy.lora is not None and c.sft.steps == 0
     ref_ckpts = Checkpoints(root / "reference", keep=1) if c.loss.kl_coef > 0 and not base_is_ref else None
     return Run(config=c, root=root, primary=primary, mesh=mesh, tokenizer=tokenizer, policy=policy,
-               initial_state=state, train_step=train_step, engine=engine, sync=sync, driver=driver,
-               rollout=rollout, greedy=greedy, group_lo=lo, group_hi=hi, pool=pool, verify_pool=verify_pool,
+               initial_state=state, train_step=train_step, logprob_pass=logprob_pass, engine=engine, sync=sync,
+               driver=driver, rollout=rollout, greedy=greedy, group_lo=lo, group_hi=hi, pool=pool, verify_pool=verify_pool,
                needs=needs, judge=judge, judge_server=judge_server, credit=credit, pipeline=pipeline, tasks=tasks,
                task_splits=task_splits, ckpts=Checkpoints(root / "checkpoints", c.train.keep_checkpoints),
                ref_ckpts=ref_ckpts)

@@ -4,6 +4,7 @@ that stop a run, what a step's `compiles` counts."""
 import json
 import os
 
+import jax
 import pytest
 
 from prover_jax.training import trainer as trainer_lib
@@ -71,5 +72,32 @@ def test_a_step_counts_its_own_compiles(tmp_path):
         during = CompileCounter()
         row = t.rl_step()
         assert row["compiles"] == during.take()
+    finally:
+        t.close()
+
+
+def test_precompile_covers_the_reference_log_prob_pass(tmp_path, monkeypatch):
+    """With a KL term the step first runs the reference log-prob pass; train.precompile compiles it
+    with the update for every batch shape, so the pass compiles nothing in an RL step (it was jitted on
+    first use of each batch length)."""
+    from prover_jax.training.step import LogprobPass
+
+    c = config(precompile=True, length_multiple=512, logits="policy")
+    c.loss.kl_coef = 0.05
+    compiles_per_call = []
+    real = LogprobPass.__call__
+
+    def counted(self, params, batch):
+        during = CompileCounter()
+        out = jax.block_until_ready(real(self, params, batch))
+        compiles_per_call.append(during.take())
+        return out
+
+    monkeypatch.setattr(LogprobPass, "__call__", counted)
+    t = trainer_lib.Trainer(c, str(tmp_path / "kl"))
+    try:
+        assert len(t.run.logprob_pass._compiled) == 2  # lengths 512 and 1024, policy_at 128 wide
+        row = t.rl_step()
+        assert compiles_per_call == [0] and row["kl"] >= 0
     finally:
         t.close()
