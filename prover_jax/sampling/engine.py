@@ -117,6 +117,8 @@ class Engine:
                                    donate_argnums=(0,), out_shardings=state_sh)
         self._empty_rows: dict[int, Any] = {}
         self._row_sh = None
+        self._concat_rows = jax.jit(lambda rows: jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=0), *rows),
+                                    out_shardings=self._row_shardings())  # laid out as `_empty`'s rows
         self.mask_words = mask_words(V)  # int32 words of a token bitmask (constrained decoding)
         self._all_allowed = jnp.full((self._slots, self.mask_words), -1, jnp.int32)
 
@@ -278,9 +280,8 @@ class Engine:
             if row is not None:
                 allowed_NxW[j] = row
         cache = self._stack_rows(existing_prefixes, R)
-        return self._prefill(params, cache, jnp.asarray(padded), jnp.asarray(n_R), jnp.asarray(row_N),
-                             jnp.asarray(index_N), jnp.asarray(keys_Nx2), jnp.asarray(temp_N),
-                             jnp.asarray(topk_N), jnp.asarray(topp_N), jnp.asarray(allowed_NxW))
+        return self._prefill(params, cache, padded, n_R, row_N, index_N, keys_Nx2, temp_N, topk_N, topp_N,
+                             allowed_NxW)  # numpy: the jitted call transfers them, no dispatch each
 
     def _empty(self, rows: int):
         """An empty cache of `rows` rows, laid out as stacked rows are (on a mesh), so a batch of only
@@ -302,9 +303,9 @@ class Engine:
         return self._row_sh
 
     def _stack_rows(self, prefixes: Sequence[Prefix | None], R: int):
-        """Cache of R rows: row b = prefixes[b]'s cache (or empty), padding rows empty. Every row is
-        laid out alike first, so the concatenation compiles once per R, whichever rows are empty (mixed
-        layouts made a new compile for each pattern of empty and prefilled rows)."""
+        """Cache of R rows: row b = prefixes[b]'s cache (or empty), padding rows empty, in one jitted call
+        (eagerly, a dispatch per cache leaf). Every row is laid out alike first, so it compiles once per R
+        (mixed layouts made a compile for each pattern of empty and prefilled rows)."""
         if all(p is None for p in prefixes):
             return self._empty(R)
         sh = self._row_shardings()
@@ -312,7 +313,7 @@ class Engine:
         rows += [self._empty(1)] * (R - len(rows))
         if sh is not None:
             rows = [jax.device_put(r, sh) for r in rows]
-        return jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=0), *rows)
+        return self._concat_rows(rows)
 
     def _prefill_impl(self, params, cache, *args) -> Prefix:
         """prefill_rows on the model with weights `params` (args: see there)."""
@@ -352,14 +353,13 @@ class Engine:
         sample_M[:len(samples)] = samples
         max_new_M, ids_MxK, on_MxP = stop_arrays(stops or (), M, P)
         table = self.no_stops if stop_table is None else stop_table
-        return self._insert(prefix, decode_state, jnp.asarray(slot_M), jnp.asarray(sample_M),
-                            jnp.asarray(max_new_M), jnp.asarray(ids_MxK), jnp.asarray(on_MxP), table)
+        return self._insert(prefix, decode_state, slot_M, sample_M, max_new_M, ids_MxK, on_MxP, table)
 
     def extract(self, decode_state: DecodeState, slot: int) -> Prefix:
         """The live sequence of `slot` as a Prefix (R = N = 1): its cache and its last sampled token
         (not in the cache yet), to be extended later with `prefill(existing_prefix=...)`."""
         self._check_slot(slot)
-        return self._extract(decode_state, jnp.int32(slot))
+        return self._extract(decode_state, np.int32(slot))
 
     def select(self, prefix: Prefix, sample: int) -> Prefix:
         """Sample `sample` of `prefix` alone, with its cache row (R = N = 1)."""
