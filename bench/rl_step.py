@@ -25,7 +25,8 @@ at the demo's 32 slots; at the config's decode steps per call and at 4 (the `_4`
 Prints a table and, last, one JSON line: load_before and load_after (the 1-minute load average when
 the bench starts and when it ends); grpo_step_s; prover_step_s (contrastive) and prover_over_grpo
 (means over the timed steps; _median: of medians; _paired: the median, min and max over rounds of the
-ratio of the two steps of one round), the same for prover_nospec and prover_openai; eligible_frac
+ratio of the two steps of one round; _ci95: a 95% bootstrap interval of the ratio of means, rounds
+resampled), the same for prover_nospec and prover_openai; eligible_frac
 (groups in the band, timed ProVer steps),
 rollout_tokens_per_s (policy tokens over rollout time, grpo steps), decode_host_overhead_ms,
 decode_step_ms, plus per variant the mean, median, min and max step time, the policy tokens and the tokens
@@ -347,6 +348,7 @@ def main(argv):
                 # paired: the two steps of each round (a machine's drift falls on both), median and range
                 rounds = [p / q for p, q in zip(results[name]["steps_s"], g["steps_s"])]
                 out[f"{name}_over_grpo_paired"] = [float(np.median(rounds)), min(rounds), max(rounds)]
+                out[f"{name}_over_grpo_ci95"] = ratio_interval(results[name]["steps_s"], g["steps_s"])
     if g:
         out["grpo_step_s"] = g["step_s"]
         out["rollout_tokens_per_s"] = g["rollout_tokens_per_s"]
@@ -362,6 +364,17 @@ def main(argv):
     out.update(overhead)
     out["variants"] = results
     print(json.dumps(out))
+
+
+def ratio_interval(num_s, den_s, resamples: int = 2000) -> list[float]:
+    """95% bootstrap interval of mean(num) / mean(den) over rounds (each round's two steps resampled
+    together, seed 0)."""
+    import numpy as np
+
+    num, den = np.asarray(num_s), np.asarray(den_s)
+    idx = np.random.default_rng(0).integers(0, len(num), (resamples, len(num)))
+    ratios = num[idx].mean(1) / den[idx].mean(1)
+    return [float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5))]
 
 
 if __name__ == "__main__":

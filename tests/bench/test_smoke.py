@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -31,6 +33,8 @@ def test_rl_step_smoke(tmp_path):
         assert v["step_s"] > 0 and "time/update_s" in v and "compiles" in v and v["prefill_tokens"] > 0, name
     mid, lo, hi = out["prover_over_grpo_paired"]
     assert 0 < lo <= mid <= hi
+    low, high = out["prover_over_grpo_ci95"]
+    assert low == pytest.approx(out["prover_over_grpo"]) == high  # one timed round: no spread to resample
     assert os.path.isdir(tmp_path / "smoke" / "sft")  # the smoke policy lives beside, not in, the cached one
 
 
