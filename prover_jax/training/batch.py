@@ -110,13 +110,11 @@ def policy_width(most: int, L: int) -> int:
 
 
 def policy_widths(L: int, most: int) -> list[int]:
-    """Every P `policy_width` gives for [.., L] rows of at most `most` policy tokens (ascending)."""
-    out, P = [], POLICY_MULTIPLE
-    while True:
-        out.append(min(P, L))
-        if P >= min(most, L):
-            return out
-        P *= 2
+    """Every P `policy_width` gives for [.., L] rows of at most `most` policy tokens (ascending): its
+    value at one count in each POLICY_MULTIPLE-long run of counts (widths change only at multiples of
+    it) and at the largest count."""
+    top = max(min(most, L), 1)
+    return sorted({policy_width(n, L) for n in [*range(1, top, POLICY_MULTIPLE), top]})
 
 
 def policy_positions(loss_mask: np.ndarray, P: int) -> np.ndarray:
