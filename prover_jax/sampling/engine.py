@@ -32,7 +32,8 @@ between steps.
 
 The model is reached only through model_api.DecodeModel; the device programs are the pure functions
 of engine_fns (jitted here, one compiled variant per input shape); the arrays they exchange are the
-dataclasses of engine_types (Prefix, DecodeState, ResultTokens), re-exported here.
+dataclasses of engine_types (Prefix, DecodeState, ResultTokens), re-exported here; the cache rows a
+batched prefill stacks keep one layout (rows.CacheRows).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from prover_jax.sampling.engine_types import (MAX_STOP_IDS, NO_LIMIT, RUNNING, S
                                               ResultTokens, bucket, length_buckets_of,
                                               padded_length, raw_key, sample_arrays, stop_arrays)
 from prover_jax.sampling.model_api import DecodeModel, check_model
+from prover_jax.sampling.rows import CacheRows
 from prover_jax.sampling.sampler import SamplingParams, mask_words
 from prover_jax.sampling.stops import STOP_STRINGS, StopSpec, StopTable
 from prover_jax.sharding import tree_shardings
@@ -112,13 +114,10 @@ class Engine:
         self._generate = jax.jit(self._generate_impl, donate_argnums=(1,), static_argnums=(3,),
                                  out_shardings=None if state_sh is None else (state_sh, None))
         self._insert = jax.jit(insert_samples, donate_argnums=(1,), out_shardings=state_sh)
-        self._extract = jax.jit(extract_slot)
+        self._rows = CacheRows(model, self.max_target_length, self.cache_dtype, self._mesh)
+        self._extract = jax.jit(extract_slot, out_shardings=self._rows.prefix_shardings())  # ready to stack
         self._deactivate = jax.jit(lambda s, slot: s.replace(active_S=s.active_S.at[slot].set(False)),
                                    donate_argnums=(0,), out_shardings=state_sh)
-        self._empty_rows: dict[int, Any] = {}
-        self._row_sh = None
-        self._concat_rows = jax.jit(lambda rows: jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=0), *rows),
-                                    out_shardings=self._row_shardings())  # laid out as `_empty`'s rows
         self.mask_words = mask_words(V)  # int32 words of a token bitmask (constrained decoding)
         self._all_allowed = jnp.full((self._slots, self.mask_words), -1, jnp.int32)
 
@@ -279,41 +278,9 @@ class Engine:
         for j, row in enumerate(allowed or ()):
             if row is not None:
                 allowed_NxW[j] = row
-        cache = self._stack_rows(existing_prefixes, R)
+        cache = self._rows.stack(existing_prefixes, R)
         return self._prefill(params, cache, padded, n_R, row_N, index_N, keys_Nx2, temp_N, topk_N, topp_N,
                              allowed_NxW)  # numpy: the jitted call transfers them, no dispatch each
-
-    def _empty(self, rows: int):
-        """An empty cache of `rows` rows, laid out as stacked rows are (on a mesh), so a batch of only
-        fresh prompts and a batch that continues some prefixes share one compiled prefill."""
-        if rows not in self._empty_rows:
-            cache = self._model.init_cache(rows, self.max_target_length, self.cache_dtype)
-            sh = self._row_shardings()
-            self._empty_rows[rows] = cache if sh is None else jax.device_put(cache, sh)
-        return self._empty_rows[rows]
-
-    def _row_shardings(self):
-        """The layout of one cache row on the engine's mesh (the model's cache_axes), or None."""
-        if self._mesh is None:
-            return None
-        if self._row_sh is None:
-            abstract = jax.eval_shape(lambda: self._model.init_cache(1, self.max_target_length, self.cache_dtype))
-            axes = self._model.cache_axes(self._mesh.shape.get("tensor", 1))
-            self._row_sh = tree_shardings(axes, abstract, self._mesh)
-        return self._row_sh
-
-    def _stack_rows(self, prefixes: Sequence[Prefix | None], R: int):
-        """Cache of R rows: row b = prefixes[b]'s cache (or empty), padding rows empty, in one jitted call
-        (eagerly, a dispatch per cache leaf). Every row is laid out alike first, so it compiles once per R
-        (mixed layouts made a compile for each pattern of empty and prefilled rows)."""
-        if all(p is None for p in prefixes):
-            return self._empty(R)
-        sh = self._row_shardings()
-        rows = [self._empty(1) if p is None else p.cache for p in prefixes]
-        rows += [self._empty(1)] * (R - len(rows))
-        if sh is not None:
-            rows = [jax.device_put(r, sh) for r in rows]
-        return self._concat_rows(rows)
 
     def _prefill_impl(self, params, cache, *args) -> Prefix:
         """prefill_rows on the model with weights `params` (args: see there)."""

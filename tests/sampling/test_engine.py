@@ -272,6 +272,36 @@ def test_a_batch_of_prefilled_and_fresh_rows_compiles_once_per_shape():
     np.testing.assert_allclose(np.asarray(outs[2].logprob_N[3]), np.asarray(alone.logprobs[0]), atol=1e-5)
 
 
+def test_extracted_rows_stack_without_moving(monkeypatch):
+    """On a mesh, rows `extract` takes from the decode state are already in the layout the batched
+    prefill stacks (no device_put per row, the per-turn host cost it was), and continuing them gives
+    the tokens of the same rows continued one by one."""
+    import prover_jax.sampling.rows as rows_module
+    from prover_jax.sharding import make_mesh
+    mesh = make_mesh((1, 1, 1), devices=jax.devices()[:1])
+    engine = Engine(tiny_model(CFG, logit_scale=30.0), max_concurrent_decodes=SLOTS,
+                    max_prefill_length=MAX_PREFILL, max_target_length=MAX_LEN, mesh=mesh)
+    params = jax.device_put(engine.load_params(), jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec()))
+    state = engine.init_decode_state()
+    for slot in range(3):
+        state = start(engine, params, state, slot, prompt(3 + slot, seed=slot))[0]
+    state, _ = engine.generate(params, state)
+    rows = [engine.extract(state, slot) for slot in range(3)]
+    moved = []
+    real_put = jax.device_put
+    monkeypatch.setattr(rows_module.jax, "device_put", lambda *a, **k: moved.append(1) or real_put(*a, **k))
+    more = prompt(4, seed=7)
+    out = engine.prefill_batch(params=params, padded_tokens=np.stack([pad(more, 8)] * 3), true_lengths=[4] * 3,
+                               samplers=[GREEDY] * 3, rngs=[None] * 3, num_samples=[1] * 3,
+                               existing_prefixes=rows)
+    assert moved == []
+    monkeypatch.undo()
+    for b, row in enumerate(rows):
+        alone = engine.prefill(params=params, existing_prefix=row, padded_tokens=pad(more, 8), true_length=4,
+                               sampler=GREEDY)[1]
+        assert int(out.token_N[b]) == int(alone.tokens[0])
+
+
 def test_row_buckets_pad_prefill_and_insert_to_few_shapes(setup):
     """With row_buckets=(3,) batched prefills and inserts of 1-3 rows all run the programs compiled for
     the first, and the tokens equal the default engine's (padding rows change nothing); bad buckets
