@@ -346,15 +346,14 @@ class Engine:
         decoding; default all tokens; the same shape always, so nothing recompiles)."""
         table = self.no_stops if stop_table is None else stop_table
         allowed = self._all_allowed if allowed_SxW is None else jnp.asarray(allowed_SxW, jnp.int32)
-        state, result = self._generate(params, decode_state, table, int(steps), allowed)
-        if steps == 1:
-            result = result.replace(tokens=result.tokens[0], logprobs=result.logprobs[0],
-                                    valid=result.valid[0])
-        return state, result
+        return self._generate(params, decode_state, table, int(steps), allowed)
 
     def _generate_impl(self, params, state: DecodeState, table: StopTable, steps: int, allowed_SxW):
-        return decode_steps(nnx.merge(self._graphdef, params), state, table, steps, allowed_SxW,
-                            self.max_target_length)
+        state, r = decode_steps(nnx.merge(self._graphdef, params), state, table, steps, allowed_SxW,
+                                self.max_target_length)
+        if steps == 1:  # [slots] results cut in the program (eagerly: three dispatches per call)
+            r = r.replace(tokens=r.tokens[0], logprobs=r.logprobs[0], valid=r.valid[0])
+        return state, r
 
     def compiled_shapes(self) -> dict[str, int]:
         """Number of compiled variants per entry point (a weight swap must not add any)."""
