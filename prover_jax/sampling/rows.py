@@ -4,7 +4,7 @@
     cache_R = rows.stack([prefix_a, None, prefix_b], R=4)   # rows a, empty, b, empty: one jitted call
 
 A batched prefill takes an R-row cache: row b continues existing prefix b (its one cache row) or starts
-empty. Rows are laid out alike (the model's `cache_axes` on the mesh, `shardings`), so the prefill and
+empty. Rows are laid out alike (the model's `cache_axes` on the mesh), so the prefill and
 the stacking compile once per R whatever mix of fresh and continued rows comes (mixed layouts made a
 compile for each pattern). `Engine.extract` emits its rows in that layout (`prefix_shardings`), so
 stacking them moves nothing first; other rows are put there (a device_put per row: ~0.5 ms of host time).
@@ -23,6 +23,8 @@ from prover_jax.sharding import tree_shardings
 
 
 class CacheRows:
+    """An engine's cache rows on its mesh: their layout, empty rows, and stacking (module docstring)."""
+
     def __init__(self, model: Any, max_target_length: int, cache_dtype: Any, mesh: Mesh | None):
         self._model, self._length, self._dtype, self._mesh = model, int(max_target_length), cache_dtype, mesh
         self._sh = None
@@ -33,12 +35,8 @@ class CacheRows:
         self._concat = jax.jit(lambda rows: jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=0), *rows),
                                out_shardings=self._sh)
 
-    def shardings(self):
-        """The layout of a cache row (of any row count) on the mesh, or None without one."""
-        return self._sh
-
     def prefix_shardings(self):
-        """A one-row Prefix's layout: the cache as `shardings`, its [1] arrays replicated (None: no mesh)."""
+        """A one-row Prefix's layout: the cache in the row layout, its [1] arrays replicated (None: no mesh)."""
         return None if self._sh is None else Prefix(self._sh, *[NamedSharding(self._mesh, PartitionSpec())] * 7)
 
     def empty(self, rows: int):
