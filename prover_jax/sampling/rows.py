@@ -31,6 +31,7 @@ class CacheRows:
         if mesh is not None:
             abstract = jax.eval_shape(lambda: model.init_cache(1, self._length, cache_dtype))
             self._sh = tree_shardings(model.cache_axes(mesh.shape.get("tensor", 1)), abstract, mesh)
+        self._sh_leaves = jax.tree.leaves(self._sh)  # what a row's leaves are compared with in `stack`
         self._empty: dict[int, Any] = {}
         self._concat = jax.jit(lambda rows: jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=0), *rows),
                                out_shardings=self._sh)
@@ -53,7 +54,6 @@ class CacheRows:
         rows = [self.empty(1) if p is None else p.cache for p in prefixes]
         rows += [self.empty(1)] * (R - len(rows))
         if self._sh is not None:
-            want = jax.tree.leaves(self._sh)
-            rows = [r if all(x.sharding == s for x, s in zip(jax.tree.leaves(r), want))
+            rows = [r if all(x.sharding == s for x, s in zip(jax.tree.leaves(r), self._sh_leaves))
                     else jax.device_put(r, self._sh) for r in rows]
         return self._concat(rows)
