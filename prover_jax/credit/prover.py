@@ -37,11 +37,12 @@ from prover_jax.rollout.trajectory import Trajectory
 VARIANTS = ("positive", "signed", "threshold")
 METRICS = ("prover/eligible_groups", "prover/proposals", "prover/valid_proposals", "prover/accepted",
            "prover/acceptance_rate", "prover/segment_len", "prover/delta_mean", "prover/extra_token_frac",
-           "prover/verify_policy_tokens", "prover/cancelled_continuations", "judge/calls", "judge/cost_usd",
-           "judge/input_tokens", "judge/output_tokens")
+           "prover/verify_policy_tokens", "prover/cancelled_continuations", "prover/cancelled_tokens", "judge/calls",
+           "judge/cost_usd", "judge/input_tokens", "judge/output_tokens")
 MERGE = Merge(
     sums=("prover/eligible_groups", "prover/proposals", "prover/valid_proposals", "prover/accepted",
-          "prover/verify_policy_tokens", "prover/cancelled_continuations", "prover/dropped/") + JUDGE_SUMS,
+          "prover/verify_policy_tokens", "prover/cancelled_continuations", "prover/cancelled_tokens",
+          "prover/dropped/") + JUDGE_SUMS,
     means=(("prover/segment_len", "prover/valid_proposals"), ("prover/delta_mean", "prover/valid_proposals")),
     ratios=(("prover/acceptance_rate", "prover/accepted", "prover/valid_proposals"),
             ("prover/extra_token_frac", "prover/verify_policy_tokens", "policy_tokens")))
@@ -186,6 +187,7 @@ class ProVer(OverlapCredit):
             "judge/calls": judge_calls, "judge/cost_usd": judge_cost,
             "judge/input_tokens": judge_in, "judge/output_tokens": judge_out,
             "prover/cancelled_continuations": cancelled,
+            "prover/cancelled_tokens": cancelled_tokens,
         }
         for reason, count in reasons.items():
             if reason != "ok":

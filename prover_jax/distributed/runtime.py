@@ -84,6 +84,12 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
     _INITIALIZED = True
     logging.info("process %d of %d: %d local devices, %d global", jax.process_index(),
                  jax.process_count(), jax.local_device_count(), jax.device_count())
+    if jax.default_backend() == "cpu" and jax.config.jax_compilation_cache_dir:
+        # jax 0.12.1: a CPU train step sharded over processes, read back from the persistent cache,
+        # never finishes its first run (gloo); compiled afresh it does
+        jax.config.update("jax_enable_compilation_cache", False)
+        logging.warning("persistent compilation cache %s not used: CPU processes with gloo collectives "
+                        "hang in programs read back from it", jax.config.jax_compilation_cache_dir)
 
 
 def process_index() -> int:

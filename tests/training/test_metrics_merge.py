@@ -38,7 +38,7 @@ def test_merged_metrics_weigh_and_add_up():
      (("gigpo/anchor_group_size", "gigpo/anchor_groups"), ("gigpo/anchored_turn_frac", "gigpo/turns"))),
     ("critic", ("critic/calls", "critic/turns", "critic/input_tokens", "critic/dp_states", "critic/cached"),
      (("critic/good_frac", "critic/turns"),)),
-    ("prover", ("prover/cancelled_continuations", "judge/input_tokens"), ())])
+    ("prover", ("prover/cancelled_continuations", "prover/cancelled_tokens", "judge/input_tokens"), ())])
 def test_every_method_counts_add_up_over_processes_and_draws(method, counts, means):
     """Each method's counts are summed and its means weighted by what they average over, by the rules
     its Needs declare (the headline figures of budget_grpo and spo_chain were the first row's)."""
