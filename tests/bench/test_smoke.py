@@ -1,7 +1,8 @@
-"""bench/rl_step.py, bench/sampler.py and bench/decode_profile.py in --smoke mode (tiny sizes) run end to end and print every
-figure their full runs print, so neither can rot between the runs that time them; bench/packing_fill.py
-runs on the tests' tiny trainer config; a Tunix row that generated fewer tokens is refused. (bench/accelerator.py
---dry_run and bench/serve.py --quick have their own tests.)"""
+"""bench/rl_step.py, bench/sampler.py, bench/decode_profile.py and bench/cpu_dots.py in --smoke mode
+(tiny sizes) run end to end and print every figure their full runs print, so none can rot between the
+runs that time them; bench/packing_fill.py runs on the tests' tiny trainer config; a Tunix row that
+generated fewer tokens is refused. (bench/accelerator.py --dry_run and bench/serve.py --quick have
+their own tests.)"""
 
 import json
 import os
@@ -60,6 +61,18 @@ def test_decode_profile_smoke():
         assert parts.get(part, 0) > 0, (part, parts)
     assert parts.get("bookkeeping (loop, slot masks, copies, embedding lookup)", 0) < 0.5 * sum(parts.values())
     assert record["ms_per_step"][0] > 0 and record["load"] >= 0
+
+
+def test_cpu_dots_smoke():
+    """Every kernel row runs and compiles its dots as named: YNNPACK fusions by default, XLA's own
+    dots when the program's compiler options turn them off (else the rows would time one kernel)."""
+    (record,) = run_bench("cpu_dots.py")
+    kernels = record["kernels"]
+    assert set(kernels) == {"xla_ynnpack", "xla_eigen", "torch"}
+    assert kernels["xla_ynnpack"]["compiled_as"] == ["__ynn_fusion"]
+    assert kernels["xla_eigen"]["compiled_as"] == ["xla dot"]
+    for name, row in kernels.items():
+        assert row["ms"] > 0 and row["gflop_s"] > 0 and row["ms_min_max"][0] <= row["ms"], name
 
 
 def test_packing_fill_runs(tmp_path):
