@@ -53,9 +53,10 @@ def check_prefill_then_steps(T=90):
 
 
 def test_attention_over_the_filled_window_equals_the_whole_cache(monkeypatch):
-    """On CPU a cache of 640 positions is attended in windows of 128, 256 or 640 keys (none past half the
-    cache), the smallest that holds every row's keys: decode steps across the window edges (127 -> 128 -> 129, 255 -> 257) and a
-    ragged extension give the full forward's logits, and the whole-cache attention's to 1e-6."""
+    """On CPU a cache of 640 positions is attended in windows of 128, 256 or 640 keys (none past half
+    the cache), the smallest that holds every row's keys: decode steps across the window edges
+    (127 -> 128 -> 129, 255 -> 257) and a ragged extension give the full forward's logits, and the
+    whole-cache attention's to 1e-6."""
     from prover_jax.models.qwen3_5 import layers
 
     assert layers._windows(640) == [128, 256, 640] and layers._windows(128) == [128]
