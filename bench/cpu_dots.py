@@ -57,12 +57,11 @@ def jax_runner(weights, x, options):
             x = x + (jax.nn.silu(x @ g) * (x @ u)) @ d * 1e-3
         return x
 
-    f = jax.jit(blocks, compiler_options=options or None)
     weights, x = jax.device_put((weights, x))  # on the device once, as the engine's weights are
-    f(x, weights).block_until_ready()
-    hlo = f.lower(x, weights).compile().as_text()
-    kinds = sorted(set(re.findall(r'"kind":"(__\w+)"', hlo))) or ["xla dot"]  # what the dots became
-    return (lambda: f(x, weights).block_until_ready()), kinds
+    compiled = jax.jit(blocks, compiler_options=options or None).lower(x, weights).compile()
+    kinds = sorted(set(re.findall(r'"kind":"(__\w+)"', compiled.as_text()))) or ["xla dot"]  # what the dots became
+    compiled(x, weights).block_until_ready()
+    return (lambda: compiled(x, weights).block_until_ready()), kinds
 
 
 def torch_runner(weights, x):
