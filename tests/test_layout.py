@@ -25,7 +25,7 @@ ALLOWED = {
     "sampling": {"models", "sharding", "convert"},  # convert: reading checkpoints (sampling.loader)
     "envs": {"registry"},
     "rollout": {"envs", "sampling", "models"},
-    "judges": {"registry", "rollout"},
+    "judges": {"registry", "envs", "rollout"},  # envs: the oracle judge reads the env's pivot rules
     "credit": {"registry", "envs", "rollout", "judges", "sampling"},
     "serving": {"models", "sampling", "sharding"},
     "training": {"registry", "sharding", "models", "convert", "distributed", "sampling", "envs", "rollout",

@@ -9,8 +9,8 @@ The contract is `base.py` (CreditMethod, Needs, the registry), the shared maths 
 """
 
 # importing a method's (or a critic's) module registers it
-from prover_jax.credit import (budget_grpo, critic, critic_llm, critic_oracle, gigpo, grpo, prover,  # noqa: F401
-                               spo_chain)
+from prover_jax.credit import (budget_grpo, critic, critic_llm, critic_oracle, critic_rules, gigpo, grpo,  # noqa: F401
+                               prover, spo_chain)
 from prover_jax.credit.base import (COMMON_METRICS, EXTRA_TOKENS, CreditMethod, CreditOutput, Figure, Needs,
                                     credit_class, credit_names, make_credit, register_credit)
 from prover_jax.credit.common import group_outcome_advantages, outcome_advantages, rewards, std_scope

@@ -19,6 +19,8 @@ module registers its class with `@register_critic(name)` and is imported by the 
 
   oracle  exact dynamic programming on any env with a reference policy (`Env.reference_policy`): a
           turn is good / bad when it raises / lowers that policy's success probability (`critic_oracle`).
+  rules   the env's privileged pivot rules (`Env.pivot`): +1 the right choice at a pivot, -1 the
+          mistake, 0 a routine move (`critic_rules`; household), cheap enough for long episodes.
   openai  an LLM over any OpenAI-compatible chat endpoint, shown the env's privileged facts about the
           task (`Env.privileged_facts`) and the whole trajectory, one call per trajectory (`critic_llm`).
 
@@ -94,7 +96,7 @@ class Critic(CreditMethod):
     def default_config(cls) -> ml_collections.ConfigDict:
         """config.credit.critic: the critic (`make_critic`) and the turn reward's weight."""
         s = ml_collections.ConfigDict()
-        s.name = "oracle"  # oracle (exact DP value rises; built-in envs) | openai (LLM)
+        s.name = "oracle"  # oracle (exact DP value rises; built-in envs) | rules (Env.pivot labels) | openai (LLM)
         s.beta = 0.2  # turn reward +beta (good) / -beta (bad) added to A^GRPO on its tokens
         s.oracle_eps = 0.1  # oracle reference policy: (1 - eps) expert + eps uniform over admissible actions
         s.oracle_tol = 1e-9  # oracle: |V(s_t+1) - V(s_t)| <= tol is labelled 0 (raise it: a spent turn is 0)

@@ -11,7 +11,7 @@ For one task group of G trajectories, R_i = terminal success (common.rewards), T
 
 Anchor groups S: within ONE task group, turn t of trajectory i is keyed by the state before it,
 snapshots[t], compared through `judges.contrastive.state_key` (equality without the bookkeeping fields
-`turn` and `note`), so a state reached at different turns, or revisited by one trajectory, is one anchor
+`turn`, `note` and `done`), so a state reached at different turns, or revisited by one trajectory, is one anchor
 group. Fallback for the whole task group when a trajectory has fewer than num_turns snapshots, a
 snapshot is None or a replay record (`HISTORY` set, e.g. ALFWorld's: the game file and every action
 so far, on which only identical action histories would meet), or comparing snapshots raises: the raw

@@ -108,8 +108,10 @@ def build(spec: str, config, judge_config, env, args, batch: dict, workdir: str)
     if judge_name and not needs.judge:
         raise ValueError(f"{name} takes no judge")
     if needs.judge:
-        from prover_jax.judges import make_judge
-        deps["judge"] = make_judge(judge_name or args.judge, judge_config, workdir)
+        from prover_jax.judges import make_judge, needs_env
+        judge = judge_name or args.judge
+        env_args = {"env_name": args.env, "env_kwargs": dict(args.env_kwargs)} if needs_env(judge) else {}
+        deps["judge"] = make_judge(judge, judge_config, workdir, **env_args)
     if needs.verifier:
         vseed = zlib.crc32(f"{args.seed}/{batch['eps']}/{spec}".encode())
         base = (lt.TrajectoryVerifier(env, batch["policy"], vseed, args.tokens_per_turn) if needs.extra_episodes

@@ -11,8 +11,13 @@ default 0 < p < 0.5):
         delta = mean(R_post) - mean(R_pre)
   4. credit on the policy tokens of turns l..r of that trajectory, on top of A^GRPO:
         positive (paper): lam * max(delta, 0);  signed: lam * delta;
-        threshold: lam * delta if delta > threshold else 0.
+        threshold: lam * delta if delta > threshold else 0;
+     divided by the group's outcome scale s_g (credit.std_scope: 1 at none, the paper's; std_g(R) + 1e-6
+     at group), so the bonus keeps its weight against A^GRPO = (R - mean_g R) / s_g: delta and R are
+     both success probabilities.
 Continuations are NOT part of the training batch. Everything else keeps A^GRPO.
+prover/bonus_share = sum over tokens of |bonus| / sum over the batch's policy tokens of |A^GRPO|: how
+much of the step's advantage mass the segment credit adds.
 
 As an `OverlapCredit`: the plan of a group is (i, proposal, reason), its one round the two boundaries
 of a valid proposal; with a local judge (`Judge.local`) and `speculate`, a group still playing is
@@ -29,7 +34,8 @@ import numpy as np
 
 from prover_jax.credit.base import (EXTRA_TOKENS, JUDGE_SUMS, CreditOutput, Figure, Merge, Needs, Verifier,
                                     register_credit)
-from prover_jax.credit.common import grpo_advantages, new_policy_tokens, select_segment, shortest_success
+from prover_jax.credit.common import (grpo_advantages, new_policy_tokens, outcome_scales, rewards, select_segment,
+                                     shortest_success, std_scope)
 from prover_jax.credit.overlap import OverlapCredit, Start
 from prover_jax.judges.base import TIMEOUT, Proposal
 from prover_jax.rollout.trajectory import Trajectory
@@ -38,13 +44,14 @@ VARIANTS = ("positive", "signed", "threshold")
 METRICS = ("prover/eligible_groups", "prover/proposals", "prover/valid_proposals", "prover/accepted",
            "prover/acceptance_rate", "prover/segment_len", "prover/delta_mean", "prover/extra_token_frac",
            "prover/verify_policy_tokens", "prover/cancelled_continuations", "prover/cancelled_tokens", "judge/calls",
-           "judge/cost_usd", "judge/input_tokens", "judge/output_tokens")
+           "judge/cost_usd", "judge/input_tokens", "judge/output_tokens", "prover/bonus_share")
 MERGE = Merge(
     sums=("prover/eligible_groups", "prover/proposals", "prover/valid_proposals", "prover/accepted",
           "prover/verify_policy_tokens", "prover/cancelled_continuations", "prover/cancelled_tokens",
-          "prover/dropped/") + JUDGE_SUMS,
+          "prover/bonus_mass", "prover/grpo_mass", "prover/dropped/") + JUDGE_SUMS,
     means=(("prover/segment_len", "prover/valid_proposals"), ("prover/delta_mean", "prover/valid_proposals")),
     ratios=(("prover/acceptance_rate", "prover/accepted", "prover/valid_proposals"),
+            ("prover/bonus_share", "prover/bonus_mass", "prover/grpo_mass"),
             ("prover/extra_token_frac", "prover/verify_policy_tokens", "policy_tokens")))
 HEADLINE = (Figure("acceptance", "accept", "acceptance_rate", "prover/accepted", den="prover/valid_proposals",
                    den_key="valid_proposals", den_name="valid proposals"),)
@@ -147,6 +154,9 @@ class ProVer(OverlapCredit):
         continuations of the valid ones (g -> [pre, post]); the same whatever order they came in."""
         p = self.config.prover
         advantages = grpo_advantages(groups, self.config)
+        scales = outcome_scales([rewards(group) for group in groups], std_scope(self.config))
+        grpo_mass = float(sum(np.abs(a).sum() for group in advantages for a in group))
+        bonus_mass = 0.0
         reasons = collections.Counter()
         judge_calls = judge_cost = judge_in = judge_out = 0.0
         deltas, lengths, accepted, extra = [], [], 0, 0
@@ -163,11 +173,13 @@ class ProVer(OverlapCredit):
             traj = groups[g][i]
             extra += sum(new_policy_tokens(c, traj) for c in list(pre) + list(post))
             delta = delta_estimate(pre, post)
-            bonus = segment_bonus(delta, p.lam, p.variant, p.threshold)
+            bonus = segment_bonus(delta, p.lam, p.variant, p.threshold) / scales[g]
             deltas.append(delta)
             lengths.append(rr - l + 1)
             if bonus != 0.0:
-                advantages[g][i] = advantages[g][i] + np.float32(bonus) * segment_tokens(traj, l, rr)
+                seg = segment_tokens(traj, l, rr)
+                advantages[g][i] = advantages[g][i] + np.float32(bonus) * seg
+                bonus_mass += abs(bonus) * float(seg.sum())
             accepted += delta > 0 if p.variant != "threshold" else delta > p.threshold
         extra += cancelled_tokens  # sampled by speculative continuations, then cancelled: paid for all the same
         batch_tokens = sum(t.num_policy_tokens for group in groups for t in group)
@@ -188,6 +200,8 @@ class ProVer(OverlapCredit):
             "judge/input_tokens": judge_in, "judge/output_tokens": judge_out,
             "prover/cancelled_continuations": cancelled,
             "prover/cancelled_tokens": cancelled_tokens,
+            "prover/bonus_mass": bonus_mass, "prover/grpo_mass": grpo_mass,
+            "prover/bonus_share": bonus_mass / grpo_mass if grpo_mass else 0.0,
         }
         for reason, count in reasons.items():
             if reason != "ok":

@@ -39,6 +39,11 @@ family offers none and the critic that needs it refuses the env by name:
                                                      policy pi whose success probability V(s) the `oracle`
                                                      critic computes by exact DP (`envs.testing.dp`); it may
                                                      read the env, which the DP keeps in the evaluated state
+    env.pivot(snapshot, action) -> (label, cls) | None   the move `action` from state `snapshot` at one of
+                                                     the task's pivotal rules: +1 the right choice where a
+                                                     wrong one was open, -1 the mistake, with the rule's
+                                                     class; None for a routine move (the `rules` critic
+                                                     and the `oracle` judge; may restore the env)
 """
 
 from __future__ import annotations
@@ -163,6 +168,11 @@ class Env(abc.ABC):
         mixing the family's expert with `eps` of exploration; None: the family offers none."""
         return None
 
+    def pivot(self, snapshot: Any, action: str | None) -> tuple[int, str] | None:
+        """(label in {-1, +1}, class) of `action` from the state `snapshot` at a pivotal rule, None for a
+        routine move (see module docstring); the base class offers none (`lacks_hook`)."""
+        return None
+
     def close(self) -> None:
         """Releases resources (processes, files)."""
 
@@ -185,6 +195,20 @@ def lacks_hook(name: str, hook: str) -> bool:
     (it offers none: known without building it); False otherwise (ask the built env)."""
     entry = ENVS.get(name)
     return isinstance(entry, type) and getattr(entry, hook, None) is getattr(Env, hook)
+
+
+def no_pivot_rules(env_name: str, field: str) -> str:
+    """The refusal of an env without pivot rules, by the config field that asked for them."""
+    return (f"{field} needs the env's pivot rules (Env.pivot); env {env_name!r} (env.name) offers none: "
+            "they are privileged labels of the household family (envs.household.pivots)")
+
+
+def pivot_labels(env: Env, traj) -> list[tuple[int, str] | None]:
+    """Per turn of a trajectory (rollout.Trajectory: snapshots, turns): env.pivot(snapshots[t], action_t)
+    for valid turns, None for invalid ones. ValueError when its states were not recorded."""
+    if len(traj.snapshots) < traj.num_turns + 1:
+        raise ValueError(f"trajectory {traj.uid} has {len(traj.snapshots)} snapshots for {traj.num_turns} turns")
+    return [env.pivot(traj.snapshots[t], turn.action) if turn.valid else None for t, turn in enumerate(traj.turns)]
 
 
 def info_dict(*, success: bool = False, score: float | None = None, valid: bool = True,

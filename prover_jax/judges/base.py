@@ -286,7 +286,7 @@ class Judge(abc.ABC):
 
 JUDGES: Registry = Registry("judge", field="judge.name", lazy={
     "random": "prover_jax.judges.random_judge", "contrastive": "prover_jax.judges.contrastive",
-    "openai": "prover_jax.judges.openai_judge"})
+    "openai": "prover_jax.judges.openai_judge", "oracle": "prover_jax.judges.oracle"})
 
 
 def register(name: str):
@@ -311,6 +311,12 @@ def make_judge(name: str, config_section: Any = None, workdir: str | None = None
     if hasattr(factory, "from_config"):
         return factory.from_config(config_section, workdir, **kwargs)
     return factory(config_section, workdir, **kwargs)
+
+
+def needs_env(name: str) -> bool:
+    """Whether judge `name` reads the run's env (its class sets `needs_env`): build it with
+    make_judge(..., env_name=config.env.name, env_kwargs=the env's kwargs)."""
+    return bool(getattr(JUDGES.get(name), "needs_env", False))
 
 
 def summarize(proposals: Sequence[Proposal]) -> dict[str, float]:

@@ -1,28 +1,37 @@
-"""`contrastive`: the first point where the successful run did something no failed run did from the
-same state (no LLM; makes offline runs meaningful).
+"""`contrastive`: the point where the successful run did something that the most failed runs that got
+there did not (no LLM; makes offline runs meaningful).
 
 All trajectories of a group share the task and the start state. The rule:
 
 1. States. The state before turn t of a trajectory is its snapshot `snapshots[t]`, compared with `==`
-   after dropping bookkeeping fields (`ignore_fields`, default `turn` and `note`) from dataclass
+   after dropping bookkeeping fields (`ignore_fields`, default `turn`, `note` and `done`) from dataclass
    snapshots: the built-in families count turns (and shop keeps the last step's note) inside the
-   snapshot, which would otherwise make states reached at different turns never equal. If a
+   snapshot, which would otherwise make states reached at different turns never equal; `done` records
+   that the episode ended, not what the world is (a failed household run cut at the turn limit gets
+   done=True in its last snapshot, which would otherwise never equal the successful run's state there
+   and make a false departure of a routine turn); a success is still told apart by `success`. If a
    trajectory lacks snapshots (fewer than num_turns + 1) or comparing snapshots raises, states are the
    observation history instead: (task, observation of turn 0, ..., observation of turn t-1).
 2. Moves. Turn t of a trajectory moves it from state s_t to s_{t+1}. A failed run "was in an
    equivalent state" when it took a turn from a state equal to the successful run's s_t.
-3. Departure. The proposal is the EARLIEST turn t of the successful run such that some failed run took
-   a turn from a state equal to s_t, no failed run made the same move (s_t -> s_{t+1}) from it, and the
-   move changes the state (s_{t+1} != s_t: a no-op such as an invalid action cannot be what made the
+3. Departures. Turn u of the successful run is a (strict) departure when some failed run took a turn
+   from a state equal to s_u, no failed run made the same move (s_u -> s_{u+1}) from it, and the move
+   changes the state (s_{u+1} != s_u: a no-op such as an invalid action cannot be what made the
    difference). In a deterministic environment, a failed run that made the same move from the same
-   state was still on the successful path, so the departure is where the successful run did something
-   none of the failed runs that got there did.
-   If no turn qualifies, the earliest turn t where some failed run was in a state equal to s_t and
-   moved elsewhere (the looser "took a different action" rule).
-4. No shared state at all: the end of the longest common action prefix with any failed run (the first
+   state was still on the successful path, so a departure is where the successful run did something
+   none of the failed runs that got there did. A departure is shared by the distinct failed runs that
+   took a turn from s_u (all of which moved elsewhere).
+4. Choice. The proposal is the departure shared by the MOST failed runs; ties go to the LATER turn
+   (a later pivot is closer to the outcome, and an earlier one that no more failed runs share tells
+   less about what decided it).
+   If no turn is a departure, the loose rule: the turns u where some failed run was in a state equal
+   to s_u and moved elsewhere (took a different action), each shared by the distinct failed runs that
+   did so; the same choice (most failed runs, ties to the later turn).
+5. No shared state at all: the end of the longest common action prefix with any failed run (the first
    turn where the successful run's action differs from that failed run's).
-5. The segment is (t, t): one turn. If turn t is the last turn or an invalid action, the nearest
-   earlier valid non-terminal turn is used; none -> 'no_candidate' (also with no failed runs).
+6. The segment is (t, t): one turn. If turn t is the last turn or an invalid action, the nearest
+   earlier valid non-terminal turn is used; none -> 'no_candidate' (also with no failed runs). The
+   rationale says how many failed runs share the departure.
 """
 
 from __future__ import annotations
@@ -34,7 +43,7 @@ import numpy as np
 
 from prover_jax.judges.base import NO_CANDIDATE, Judge, Proposal, action_text, register
 
-IGNORED_FIELDS = ("turn", "note")
+IGNORED_FIELDS = ("turn", "note", "done")  # bookkeeping, not the world (module docstring)
 
 
 def state_key(snapshot: Any, ignore_fields: Sequence[str] = IGNORED_FIELDS) -> Any:
@@ -100,6 +109,22 @@ def _lcp(a: Sequence, b: Sequence) -> int:
     return n
 
 
+def _most_shared(succ: Sequence[int], moves: dict, strict: bool) -> tuple[int, int] | None:
+    """(u, number of distinct failed runs) of the successful run's turn u whose state some failed runs
+    left by another move than s_u -> s_{u+1}, the most of them, ties to the later turn; strict: only
+    departures (no failed run made the same move, and the move changes the state). None: no such u."""
+    best = None
+    for u in range(len(succ) - 1):
+        s, nxt = succ[u], succ[u + 1]
+        out = moves.get(s, ())
+        if strict and (nxt == s or any(m[2] == nxt for m in out)):
+            continue
+        shared = len({i for i, _, m_next in out if m_next != nxt})
+        if shared and (best is None or shared >= best[1]):
+            best = (u, shared)
+    return best
+
+
 @register("contrastive")
 class ContrastiveJudge(Judge):
     """See the module docstring. ignore_fields: dataclass snapshot fields left out of state equality."""
@@ -132,16 +157,13 @@ class ContrastiveJudge(Judge):
                 moves.setdefault(f[t], []).append((i, t, f[t + 1]))
 
         t, how = None, ""
-        for u in range(n):  # strict departure
-            s, nxt = succ[u], succ[u + 1]
-            if s in moves and nxt != s and all(m[2] != nxt for m in moves[s]):
-                t, how = u, "no failed run that reached this state made the same move"
+        for strict, rule in ((True, "no failed run that reached this state made the same move"),
+                             (False, "loose rule: some failed run in this state moved elsewhere")):
+            best = _most_shared(succ, moves, strict)
+            if best is not None:
+                t, shared = best
+                how = f"shared by {shared} failed run{'' if shared == 1 else 's'} ({rule})"
                 break
-        if t is None:  # loose departure
-            for u in range(n):
-                if any(m[2] != succ[u + 1] for m in moves.get(succ[u], ())):
-                    t, how = u, "some failed run in this state moved elsewhere"
-                    break
         if t is None:  # no shared state: end of the longest common action prefix
             acts = [_norm(x.action) for x in success.turns]
             t = max(_lcp(acts, [_norm(x.action) for x in f.turns]) for f in failures)

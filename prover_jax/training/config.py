@@ -225,12 +225,12 @@ def default_config() -> ml_collections.ConfigDict:
 
     # Judge that proposes the pivotal segment.
     c.judge = ml_collections.ConfigDict()
-    c.judge.name = "contrastive"  # openai | random | contrastive
+    c.judge.name = "contrastive"  # openai | random | contrastive | oracle (the env's pivot rules; household)
     c.judge.max_repairs = 3  # invalid replies the judge is told about and asked again; then dropped
     c.judge.timeout_s = 300.0  # a group's proposal is dropped (reason: timeout) this long after its group ended
     c.judge.max_concurrency = 16  # groups judged at once (worker threads)
     c.judge.contrastive = ml_collections.ConfigDict()  # the contrastive judge (judges/contrastive.py)
-    c.judge.contrastive.ignore_fields = ("turn", "note")  # snapshot fields left out of state equality
+    c.judge.contrastive.ignore_fields = ("turn", "note", "done")  # snapshot fields left out of state equality
     c.judge.openai = ml_collections.ConfigDict()
     c.judge.openai.base_url = ""  # any OpenAI-compatible endpoint (empty: the client's default)
     c.judge.openai.model = "gpt-4.1-mini"  # the judge model

@@ -30,7 +30,7 @@ from prover_jax.convert.orbax_io import MODEL_DIR
 from prover_jax.credit import CreditMethod, Needs, RolloutVerifier, credit_class, make_credit
 from prover_jax.credit.pipeline import StepPipeline
 from prover_jax.envs.pool import EnvPool
-from prover_jax.judges import make_judge
+from prover_jax.judges import make_judge, needs_env
 from prover_jax.rollout import Rollout
 from prover_jax.sampling import Driver, Engine, SamplingParams
 from prover_jax.sharding import make_mesh
@@ -227,7 +227,8 @@ def build(config, workdir: str) -> Run:
     judge_server = (pieces.serve_judge(c.judge, str(root))
                     if needs.judge and (c.judge.serve.model or c.judge.serve.size) else None)
     served = {"api_key": judge_server.api_key} if judge_server else {}  # its per-run key
-    judge = make_judge(c.judge.name, c.judge, workdir=str(root), **served) if needs.judge else None
+    judge_env = {"env_name": c.env.name, "env_kwargs": env_kw} if needs.judge and needs_env(c.judge.name) else {}
+    judge = make_judge(c.judge.name, c.judge, workdir=str(root), **served, **judge_env) if needs.judge else None
     deps = {"judge": judge, "verifier": RolloutVerifier(rollout, verify_pool) if verify_pool else None,
             "critic": _critic(c, env_kw, str(root)) if needs.critic else None}
     credit = make_credit(c.credit.method, c.credit, seed=c.seed, **{k: v for k, v in deps.items() if v is not None})

@@ -108,6 +108,26 @@ def test_bonus_lands_on_segment_tokens_only(p_pre, p_post, bonus):
     assert judge.seen == [(0, list(range(1, 8)))]
 
 
+def test_bonus_share_and_the_group_std_scale():
+    """prover/bonus_share = |bonus| mass / |A^GRPO| mass; at std_scope=group the bonus is divided by the
+    group's std like A^GRPO, so its weight against A^GRPO does not change with the scope."""
+    win = fake_traj(5, True, 0)
+    group = [win] + [fake_traj(6, False, i) for i in range(1, 8)]
+    seg = segment_tokens(win, 1, 2)
+    shares = {}
+    for scope in ("none", "group"):
+        c = credit_config(k=4)
+        c.std_scope = scope
+        out = make_credit("prover", c, judge=FixedJudge((1, 2)), verifier=FixedVerifier(0.25, 0.75)).assign([group])
+        base = make_credit("grpo", c).assign([group]).advantages[0]
+        scale = 1.0 if scope == "none" else float(np.std([1.0] + [0.0] * 7)) + 1e-6
+        np.testing.assert_allclose(out.advantages[0][0] - base[0], 0.5 / scale * seg, rtol=1e-5, atol=1e-7)
+        mass = sum(np.abs(a).sum() for a in base)
+        shares[scope] = out.metrics["prover/bonus_share"]
+        assert shares[scope] == pytest.approx(0.5 / scale * seg.sum() / mass, rel=1e-5)
+    assert shares["none"] == pytest.approx(shares["group"], rel=1e-5)
+
+
 @pytest.mark.parametrize("segment,reason", [((3, 4), "terminal"), ((0, 4), "too_long"), ((2, 1), None),
                                             ((-1, 0), None), ((1, 1), "invalid_action")])
 def test_invalid_proposals_dropped(segment, reason):

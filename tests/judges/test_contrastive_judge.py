@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from prover_jax import envs
+from prover_jax.envs.household.world import COMMITTED, HAND, ROOM, State
 from prover_jax.envs.pool import EnvPool
 from prover_jax.judges import NO_CANDIDATE, make_judge, validate_segment
 from prover_jax.rollout import Rollout, env_corpus, train_tokenizer
@@ -31,7 +32,7 @@ def propose(success, failures, k=4, **kw):
 SUCCESS = make_traj(list("abcde"), ["s0", "s1", "s2", "s3", "s4", "win"], success=True)
 
 
-def test_earliest_turn_no_failure_followed():
+def test_departure_where_no_failure_followed():
     f1 = make_traj(["a", "x", "y"], ["s0", "s1", "z1", "z2"])  # followed the success for one turn
     f2 = make_traj(["q", "r"], ["s0", "w1", "w2"])  # left at once
     p = propose(SUCCESS, [f1, f2])
@@ -45,6 +46,42 @@ def test_loose_rule_when_every_move_was_also_made():
     f1 = make_traj(["a", "b"], ["s0", "s1", "s2"])  # made the success's moves, then stopped in s2
     f2 = make_traj(["q"], ["s0", "w1"])
     assert propose(SUCCESS, [f1, f2]).segment == (0, 0)
+
+
+def test_loose_rule_takes_the_most_shared_turn_ties_later():
+    f1 = make_traj(list("abc"), ["s0", "s1", "s2", "s3"])  # made every move it took: no strict departure
+    fa = [make_traj(["q"], ["s0", f"w{k}"]) for k in range(2)]  # left s0 at once
+    fb = [make_traj(["a", "b", f"y{k}"], ["s0", "s1", "s2", f"z{k}"]) for k in range(2)]  # left s2
+    p = propose(SUCCESS, [f1, fa[0]] + fb)
+    assert p.segment == (2, 2) and "loose" in p.rationale and "shared by 2 failed runs" in p.rationale
+    assert propose(SUCCESS, [f1, fa[0], fb[0]]).segment == (2, 2)  # a tie goes to the later turn
+    assert propose(SUCCESS, [f1] + fa + [fb[0]]).segment == (0, 0)
+
+
+# SUCCESS's turn 1 (from s1) is left by the fa runs; its turn 3 (from s3) by the fb runs, which reach s3
+# by another route (neither run made the other's departure's move nor the success's move from there)
+def fa_run(k):
+    return make_traj(["a", f"x{k}"], ["s0", "s1", f"z{k}"])
+
+
+def fb_run(k):
+    return make_traj([f"p{k}", "r", "y"], ["s0", f"q{k}", "s3", f"zz{k}"])
+
+
+def test_the_departure_most_failed_runs_share_wins():
+    p = propose(SUCCESS, [fa_run(0)] + [fb_run(k) for k in range(3)])
+    assert p.ok and p.segment == (3, 3), p.rationale
+    assert "shared by 3 failed runs" in p.rationale and "'d'" in p.rationale and "'y'" in p.rationale
+    # more failed runs share the earlier departure: it wins
+    p = propose(SUCCESS, [fa_run(k) for k in range(2)] + [fb_run(0)])
+    assert p.segment == (1, 1) and "shared by 2 failed runs" in p.rationale
+
+
+def test_a_tie_goes_to_the_later_departure():
+    p = propose(SUCCESS, [fa_run(0), fb_run(0)])
+    assert p.segment == (3, 3) and "shared by 1 failed run " in p.rationale
+    p = propose(SUCCESS, [fa_run(0), fa_run(1), fb_run(0), fb_run(1)])
+    assert p.segment == (3, 3) and "shared by 2 failed runs" in p.rationale
 
 
 def test_no_shared_state_uses_the_common_action_prefix():
@@ -79,6 +116,41 @@ def test_turn_counter_is_not_part_of_the_state():
     assert propose(succ, [fail]).segment == (1, 1)
     # counting turns in the state, the failed run's wasted turn would be the departure
     assert propose(succ, [fail], ignore_fields=()).segment == (0, 0)
+
+
+def test_done_at_the_turn_limit_is_not_part_of_the_state():
+    """A failed household run cut at the turn limit ends in the success's state with done=True: with
+    `done` compared, the routine move into it looked like a departure shared by every failed run."""
+    cabinet, counter, fridge = 0, 1, 2  # receptacles; objects: apple 1 (the target), tomato 1 (a decoy)
+
+    def st(turn, loc, seen, obj_loc=(counter, counter), obj_flags=(0, 0), **kw):
+        return State(seed=7, turn=turn, loc=loc, obj_loc=obj_loc, obj_flags=obj_flags, opened=0, locked=0,
+                     seen=seen, **kw)
+
+    apple = (HAND, counter)
+    succ = make_traj(["go to cabinet 1", "go to countertop 2", "take apple 1 from countertop 2",
+                      "go to fridge 1", "put apple 1 in/on fridge 1"],
+                     [st(0, ROOM, 0), st(1, cabinet, 0b001), st(2, counter, 0b011),
+                      st(3, counter, 0b011, apple), st(4, fridge, 0b111, apple),
+                      st(5, fridge, 0b111, (fridge, counter), (COMMITTED, 0), done=True, success=True)],
+                     success=True)
+    # max_turns 5: two runs waste four turns, then take the success's first move and are cut there
+    cut = [make_traj([bad] * 4 + ["go to cabinet 1"],
+                     [st(t, ROOM, 0) for t in range(5)] + [st(5, cabinet, 0b001, done=True)],
+                     valid=[False] * 4 + [True]) for bad in ("jump", "dance")]
+    # one run reaches the success's state before turn 2 by another route, then takes the decoy
+    tomato = (counter, HAND)
+    decoy = make_traj(["go to countertop 2", "go to cabinet 1", "go to countertop 2",
+                       "take tomato 1 from countertop 2", "go to fridge 1"],
+                      [st(0, ROOM, 0), st(1, counter, 0b010), st(2, cabinet, 0b011), st(3, counter, 0b011),
+                       st(4, counter, 0b011, tomato), st(5, fridge, 0b111, tomato, done=True)])
+    assert cut[0].snapshots[-1].done and not succ.snapshots[1].done
+    p = propose(succ, cut + [decoy])
+    assert p.ok and p.segment == (2, 2) and "take tomato 1" in p.rationale, p.rationale
+    # comparing `done`, the cut runs' last move differs from the success's: a false departure at turn 0
+    # shared by all three failed runs
+    p = propose(succ, cut + [decoy], ignore_fields=("turn", "note"))
+    assert p.segment == (0, 0) and "shared by 3 failed runs" in p.rationale
 
 
 class Opaque:

@@ -42,7 +42,9 @@ import re
 from typing import Callable
 
 from prover_jax.envs.base import Env, PromptSpec, info_dict, register, split_seed
+from prover_jax.envs.household.demonstrator import Faults, faulty_command, idle_command, idles
 from prover_jax.envs.household.expert import expert_command
+from prover_jax.envs.household.pivots import pivot
 from prover_jax.envs.household.gen import LOOKALIKE, TASK_TYPES, Config, generate
 from prover_jax.envs.household.world import HAND, Layout, State, apply, commands, intro_text
 from prover_jax.envs.splits import EVAL_FRACTION, ContentSplit
@@ -102,6 +104,12 @@ class HouseholdEnv(Env):
         probability (drawn from the task's seed and the turn), it first issues a well-formed command
         that is not admissible, as a policy's slip would be; the env answers "Nothing happens" and the
         demonstrator recovers. SFT trains on the recoveries, never on the slips (invalid turns).
+      demo_scorch / demo_premature / demo_latch: shares of the tasks (each drawn from the seed on its
+        own) in which the demonstrator heats on a stoveburner, commits before processing, or closes the
+        target receptacle after checking it first (`household.demonstrator`); 0 = never.
+      demo_scorch_types: the task object types demo_scorch applies to (None: all).
+      demo_idle: per-turn probability that the demonstrator first plays an admissible no-op (examine,
+        look, inventory); kept in SFT (they are valid turns).
     """
 
     name = "household"
@@ -110,15 +118,19 @@ class HouseholdEnv(Env):
                  num_objects: int | None = None, num_decoys: int | None = None, max_turns: int = 30,
                  expert_turns: tuple[int, int] = (10, 24), eval_fraction: float = EVAL_FRACTION,
                  target_types: tuple[str, ...] | None = None, demo_confusion: float = 0.0,
-                 demo_noise: float = 0.0):
+                 demo_noise: float = 0.0, demo_scorch: float = 0.0, demo_premature: float = 0.0,
+                 demo_latch: float = 0.0, demo_scorch_types: tuple[str, ...] | None = None,
+                 demo_idle: float = 0.0):
         if task_type is not None and task_type not in TASK_TYPES:
             raise ValueError(f"unknown task_type {task_type!r}; known: {TASK_TYPES}")
-        if not 0.0 <= demo_confusion <= 1.0:
-            raise ValueError(f"env.kwargs.demo_confusion must lie in [0, 1], got {demo_confusion}")
+        self.faults = Faults(confused=float(demo_confusion), scorch=float(demo_scorch),
+                             premature=float(demo_premature), latch=float(demo_latch),
+                             scorch_types=None if demo_scorch_types is None else tuple(demo_scorch_types))
         self.demo_confusion = float(demo_confusion)
-        if not 0.0 <= demo_noise < 1.0:
-            raise ValueError(f"env.kwargs.demo_noise must lie in [0, 1), got {demo_noise}")
-        self.demo_noise = float(demo_noise)
+        for name, p in (("demo_noise", demo_noise), ("demo_idle", demo_idle)):
+            if not 0.0 <= p < 1.0:
+                raise ValueError(f"env.kwargs.{name} must lie in [0, 1), got {p}")
+        self.demo_noise, self.demo_idle = float(demo_noise), float(demo_idle)
         lo, hi = expert_turns
         if target_types is not None:
             target_types = tuple(target_types)
@@ -222,10 +234,15 @@ class HouseholdEnv(Env):
         self._slipped = False
 
     def expert_action(self) -> str | None:
-        """The demonstrator's command: the expert's, or in a `demo_confusion` share of the tasks the
-        command of an expert who takes the lookalike for the task object; with `demo_noise`, sometimes a
-        slip first (an inadmissible command) when the previous turn was not one already."""
-        command = expert_command(self.layout, self._state, confused=self.confused(self.layout.seed))
+        """The demonstrator's command: the expert's, or in the tasks its faults were drawn for
+        (`demo_confusion`, `demo_scorch`, ...; `household.demonstrator`) a faulty one; with `demo_idle`
+        sometimes an admissible no-op first, with `demo_noise` sometimes a slip first (an inadmissible
+        command), neither when the previous turn was one already."""
+        state = self._state
+        command = faulty_command(self.layout, state, self.faults.of(self.layout))
+        if command is not None and not self._slipped and idles(self.layout, state, self.demo_idle):
+            self._slipped = True
+            return idle_command(self.layout, state)
         if command is None or self.demo_noise <= 0 or self._slipped:
             self._slipped = False
             return command
@@ -240,6 +257,13 @@ class HouseholdEnv(Env):
         """Whether the demonstrator confuses the lookalike in the task drawn with generator seed `seed`."""
         return (self.demo_confusion > 0
                 and random.Random(f"household-confusion-{seed}").random() < self.demo_confusion)
+
+    def pivot(self, snapshot: State, action: str | None) -> tuple[int, str] | None:
+        """(label, class) of `action` played from `snapshot` at a pivotal rule (`household.pivots`), None
+        for a routine or inadmissible one. Privileged: the rules critic and the oracle judge read it."""
+        self.restore(snapshot)
+        op, problem = self._parse(action)
+        return None if problem is not None else pivot(self._layout, snapshot, op)
 
     def admissible(self) -> list[str]:
         """The admissible commands of the current state (as in `info["admissible"]`)."""
