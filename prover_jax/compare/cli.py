@@ -74,6 +74,7 @@ flags.DEFINE_bool("sft_once", True, "One SFT warm start per seed, shared by the 
 flags.DEFINE_string("jax_cache", "auto", "JAX compilation cache of the runs: auto | none | a folder.")
 flags.DEFINE_bool("report_only", False, "Write the report over the runs already complete; run nothing.")
 flags.DEFINE_string("export", None, "Copy the report and the complete runs' summary/metrics here.")
+flags.DEFINE_float("threshold", report.THRESHOLD, "Report: steps to the first eval with success >= this.")
 
 SFT_DIR = "_sft"
 
@@ -308,7 +309,7 @@ def _main(argv):
 
     by_method = {m.spec: [report.load_run(r.folder, r.seed, r.eval_episodes or eval_n) for r in runs
                           if r.label == m.spec and is_complete(r.folder, r.steps)] for m in methods}
-    result = report.summarize(by_method, len(seeds))
+    result = report.summarize(by_method, len(seeds), threshold=FLAGS.threshold)
     notes = [f"{r.name()}: {r.error} ({os.path.join(r.folder, 'run.log')})" for r in failed]
     paths = report.write_report(result, by_method, workdir, title=config_arg or "", failures=notes)
     print(open(paths["md"]).read(), flush=True)
