@@ -1,4 +1,4 @@
-"""`contrastive`: the point where the successful run did something that the most failed runs that got
+"""`contrastive`: the last point where the successful run did something that the failed runs that got
 there did not (no LLM; makes offline runs meaningful).
 
 All trajectories of a group share the task and the start state. The rule:
@@ -21,12 +21,15 @@ All trajectories of a group share the task and the start state. The rule:
    state was still on the successful path, so a departure is where the successful run did something
    none of the failed runs that got there did. A departure is shared by the distinct failed runs that
    took a turn from s_u (all of which moved elsewhere).
-4. Choice. The proposal is the departure shared by the MOST failed runs; ties go to the LATER turn
-   (a later pivot is closer to the outcome, and an earlier one that no more failed runs share tells
-   less about what decided it).
+4. Choice. The proposal is the LATEST departure: the last state the successful run shared with a
+   failed run and left by a move none of them made there, where the success's path parted from theirs
+   for the last time (with several pivots, the earliest departure is usually a routine difference such
+   as the order of a search, shared by every run that passes the start; `bench/judge_coverage.py`).
+   `choice="shared"` proposes the departure shared by the most failed runs (ties to the later turn),
+   `choice="earliest"` the first one (the rule before these).
    If no turn is a departure, the loose rule: the turns u where some failed run was in a state equal
    to s_u and moved elsewhere (took a different action), each shared by the distinct failed runs that
-   did so; the same choice (most failed runs, ties to the later turn).
+   did so; the same choice.
 5. No shared state at all: the end of the longest common action prefix with any failed run (the first
    turn where the successful run's action differs from that failed run's).
 6. The segment is (t, t): one turn. If turn t is the last turn or an invalid action, the nearest
@@ -44,6 +47,7 @@ import numpy as np
 from prover_jax.judges.base import NO_CANDIDATE, Judge, Proposal, action_text, register
 
 IGNORED_FIELDS = ("turn", "note", "done")  # bookkeeping, not the world (module docstring)
+CHOICES = ("latest", "shared", "earliest")  # the departure proposed: the last | most failed runs share it | the first
 
 
 def state_key(snapshot: Any, ignore_fields: Sequence[str] = IGNORED_FIELDS) -> Any:
@@ -109,10 +113,11 @@ def _lcp(a: Sequence, b: Sequence) -> int:
     return n
 
 
-def _most_shared(succ: Sequence[int], moves: dict, strict: bool) -> tuple[int, int] | None:
+def _departure(succ: Sequence[int], moves: dict, strict: bool, choice: str = "latest") -> tuple[int, int] | None:
     """(u, number of distinct failed runs) of the successful run's turn u whose state some failed runs
-    left by another move than s_u -> s_{u+1}, the most of them, ties to the later turn; strict: only
-    departures (no failed run made the same move, and the move changes the state). None: no such u."""
+    left by another move than s_u -> s_{u+1}: the last such u (latest), the first (earliest), or the one
+    the most failed runs left, ties to the later turn (shared); strict: only departures (no failed run
+    made the same move, and the move changes the state). None: no such u."""
     best = None
     for u in range(len(succ) - 1):
         s, nxt = succ[u], succ[u + 1]
@@ -120,24 +125,30 @@ def _most_shared(succ: Sequence[int], moves: dict, strict: bool) -> tuple[int, i
         if strict and (nxt == s or any(m[2] == nxt for m in out)):
             continue
         shared = len({i for i, _, m_next in out if m_next != nxt})
-        if shared and (best is None or shared >= best[1]):
+        if shared and choice == "earliest":
+            return u, shared
+        if shared and (best is None or shared >= best[1] or choice == "latest"):
             best = (u, shared)
     return best
 
 
 @register("contrastive")
 class ContrastiveJudge(Judge):
-    """See the module docstring. ignore_fields: dataclass snapshot fields left out of state equality."""
+    """See the module docstring. ignore_fields: dataclass snapshot fields left out of state equality;
+    choice: "latest" (the rule above), "shared" or "earliest" (see the module docstring)."""
 
     local = True
 
-    def __init__(self, ignore_fields: Sequence[str] = IGNORED_FIELDS):
-        self.ignore_fields = tuple(ignore_fields)
+    def __init__(self, ignore_fields: Sequence[str] = IGNORED_FIELDS, choice: str = "latest"):
+        if choice not in CHOICES:
+            raise ValueError(f"judge.contrastive.choice must be one of {CHOICES}, got {choice!r}")
+        self.ignore_fields, self.choice = tuple(ignore_fields), choice
 
     @classmethod
     def from_config(cls, section, workdir=None, **kwargs):
-        if section is not None and "ignore_fields" not in kwargs:  # None: built without a config
-            kwargs["ignore_fields"] = tuple(section.contrastive.ignore_fields)
+        if section is not None:  # None: built without a config
+            kwargs.setdefault("ignore_fields", tuple(section.contrastive.ignore_fields))
+            kwargs.setdefault("choice", section.contrastive.get("choice", "latest"))
         return cls(**kwargs)
 
     def _propose(self, success, failures, *, max_segment_turns: int, rng: np.random.Generator) -> Proposal:
@@ -159,7 +170,7 @@ class ContrastiveJudge(Judge):
         t, how = None, ""
         for strict, rule in ((True, "no failed run that reached this state made the same move"),
                              (False, "loose rule: some failed run in this state moved elsewhere")):
-            best = _most_shared(succ, moves, strict)
+            best = _departure(succ, moves, strict, self.choice)
             if best is not None:
                 t, shared = best
                 how = f"shared by {shared} failed run{'' if shared == 1 else 's'} ({rule})"

@@ -231,6 +231,7 @@ def default_config() -> ml_collections.ConfigDict:
     c.judge.max_concurrency = 16  # groups judged at once (worker threads)
     c.judge.contrastive = ml_collections.ConfigDict()  # the contrastive judge (judges/contrastive.py)
     c.judge.contrastive.ignore_fields = ("turn", "note", "done")  # snapshot fields left out of state equality
+    c.judge.contrastive.choice = "latest"  # which departure: latest | shared (most failed runs; ties later) | earliest
     c.judge.openai = ml_collections.ConfigDict()
     c.judge.openai.base_url = ""  # any OpenAI-compatible endpoint (empty: the client's default)
     c.judge.openai.model = "gpt-4.1-mini"  # the judge model

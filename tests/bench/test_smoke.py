@@ -1,7 +1,7 @@
 """bench/rl_step.py, bench/sampler.py, bench/decode_profile.py and bench/cpu_dots.py in --smoke mode
 (tiny sizes) run end to end and print every figure their full runs print, so none can rot between the
 runs that time them; bench/packing_fill.py runs on the tests' tiny trainer config; a Tunix row that
-generated fewer tokens is refused. (bench/accelerator.py --dry_run and bench/serve.py --quick have
+generated fewer tokens is refused; bench/judge_coverage.py runs on a few credit-hard tasks. (bench/accelerator.py --dry_run and bench/serve.py --quick have
 their own tests.)"""
 
 import json
@@ -168,3 +168,19 @@ def test_a_tunix_row_that_generated_fewer_tokens_is_refused(tmp_path):
         out = subprocess.run([sys.executable, "-c", TUNIX_PROBE, os.path.join(ROOT, "bench"), str(fake)],
                              capture_output=True, text=True, timeout=300, cwd=ROOT)
         assert out.returncode == 0 and want in out.stdout.strip().splitlines()[-1], out.stderr[-3000:]
+
+
+def test_judge_coverage_runs(tmp_path):
+    """bench/judge_coverage.py on a few credit-hard tasks: every judge gets a row, and the oracle judge's
+    proposals are the oracle's turn by construction."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    out_file = tmp_path / "coverage.json"
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "judge_coverage.py"), "--tasks=30", "--k=2",
+                          "--judges=oracle,contrastive,contrastive:earliest:ignore=seen,random", f"--out={out_file}"],
+                         capture_output=True, text=True, timeout=900, cwd=ROOT, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    record = json.loads(out_file.read_text())
+    assert record["groups_in_band"] > 0 and set(record["judges"]) == {"oracle", "contrastive",
+                                                                      "contrastive:earliest:ignore=seen", "random"}
+    oracle = record["judges"]["oracle"]
+    assert oracle["hit_oracle"] == 1.0 and oracle["hit_pivot"] == 1.0 and 0 <= oracle["accept@2"] <= 1

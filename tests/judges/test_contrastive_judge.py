@@ -52,10 +52,12 @@ def test_loose_rule_takes_the_most_shared_turn_ties_later():
     f1 = make_traj(list("abc"), ["s0", "s1", "s2", "s3"])  # made every move it took: no strict departure
     fa = [make_traj(["q"], ["s0", f"w{k}"]) for k in range(2)]  # left s0 at once
     fb = [make_traj(["a", "b", f"y{k}"], ["s0", "s1", "s2", f"z{k}"]) for k in range(2)]  # left s2
-    p = propose(SUCCESS, [f1, fa[0]] + fb)
+    p = propose(SUCCESS, [f1, fa[0]] + fb, choice="shared")
     assert p.segment == (2, 2) and "loose" in p.rationale and "shared by 2 failed runs" in p.rationale
-    assert propose(SUCCESS, [f1, fa[0], fb[0]]).segment == (2, 2)  # a tie goes to the later turn
-    assert propose(SUCCESS, [f1] + fa + [fb[0]]).segment == (0, 0)
+    assert propose(SUCCESS, [f1, fa[0], fb[0]], choice="shared").segment == (2, 2)  # a tie goes to the later turn
+    assert propose(SUCCESS, [f1] + fa + [fb[0]], choice="shared").segment == (0, 0)
+    assert propose(SUCCESS, [f1] + fa + [fb[0]]).segment == (2, 2)  # latest (the default)
+    assert propose(SUCCESS, [f1] + fa + [fb[0]], choice="earliest").segment == (0, 0)
 
 
 # SUCCESS's turn 1 (from s1) is left by the fa runs; its turn 3 (from s3) by the fb runs, which reach s3
@@ -68,19 +70,29 @@ def fb_run(k):
     return make_traj([f"p{k}", "r", "y"], ["s0", f"q{k}", "s3", f"zz{k}"])
 
 
+def test_the_latest_departure_by_default():
+    """Two departures: the default proposes the later one however many failed runs share each."""
+    for fails in ([fa_run(0)] + [fb_run(k) for k in range(3)], [fa_run(k) for k in range(2)] + [fb_run(0)]):
+        p = propose(SUCCESS, fails)
+        assert p.ok and p.segment == (3, 3) and "'d'" in p.rationale and "'y'" in p.rationale, p.rationale
+        assert propose(SUCCESS, fails, choice="earliest").segment == (1, 1)
+    with pytest.raises(ValueError, match="judge.contrastive.choice"):
+        make_judge("contrastive", None, choice="best")
+
+
 def test_the_departure_most_failed_runs_share_wins():
-    p = propose(SUCCESS, [fa_run(0)] + [fb_run(k) for k in range(3)])
+    p = propose(SUCCESS, [fa_run(0)] + [fb_run(k) for k in range(3)], choice="shared")
     assert p.ok and p.segment == (3, 3), p.rationale
     assert "shared by 3 failed runs" in p.rationale and "'d'" in p.rationale and "'y'" in p.rationale
     # more failed runs share the earlier departure: it wins
-    p = propose(SUCCESS, [fa_run(k) for k in range(2)] + [fb_run(0)])
+    p = propose(SUCCESS, [fa_run(k) for k in range(2)] + [fb_run(0)], choice="shared")
     assert p.segment == (1, 1) and "shared by 2 failed runs" in p.rationale
 
 
 def test_a_tie_goes_to_the_later_departure():
-    p = propose(SUCCESS, [fa_run(0), fb_run(0)])
+    p = propose(SUCCESS, [fa_run(0), fb_run(0)], choice="shared")
     assert p.segment == (3, 3) and "shared by 1 failed run " in p.rationale
-    p = propose(SUCCESS, [fa_run(0), fa_run(1), fb_run(0), fb_run(1)])
+    p = propose(SUCCESS, [fa_run(0), fa_run(1), fb_run(0), fb_run(1)], choice="shared")
     assert p.segment == (3, 3) and "shared by 2 failed runs" in p.rationale
 
 
@@ -145,12 +157,14 @@ def test_done_at_the_turn_limit_is_not_part_of_the_state():
                       [st(0, ROOM, 0), st(1, counter, 0b010), st(2, cabinet, 0b011), st(3, counter, 0b011),
                        st(4, counter, 0b011, tomato), st(5, fridge, 0b111, tomato, done=True)])
     assert cut[0].snapshots[-1].done and not succ.snapshots[1].done
-    p = propose(succ, cut + [decoy])
-    assert p.ok and p.segment == (2, 2) and "take tomato 1" in p.rationale, p.rationale
+    for choice in ("earliest", "shared", "latest"):
+        p = propose(succ, cut + [decoy], choice=choice)
+        assert p.ok and p.segment == (2, 2) and "take tomato 1" in p.rationale, p.rationale
     # comparing `done`, the cut runs' last move differs from the success's: a false departure at turn 0
-    # shared by all three failed runs
-    p = propose(succ, cut + [decoy], ignore_fields=("turn", "note"))
-    assert p.segment == (0, 0) and "shared by 3 failed runs" in p.rationale
+    # shared by all three failed runs, which the earliest and the most-shared choice take
+    for choice in ("earliest", "shared"):
+        p = propose(succ, cut + [decoy], ignore_fields=("turn", "note"), choice=choice)
+        assert p.segment == (0, 0) and "shared by 3 failed runs" in p.rationale
 
 
 class Opaque:
