@@ -46,9 +46,15 @@ def global_batch(config, mesh, trajs: Sequence[Trajectory], advantages: Sequence
     return rows, dist.global_batch({k: v[0] for k, v in rows.items()}, mesh, c.train.micro_batch_size)
 
 
+def credited_groups(config, selected) -> list[list[Trajectory]]:
+    """The groups `selected.credit.advantages` belong to (the method's, else the played episodes')."""
+    credit = selected.credit
+    return credit.groups if credit.groups is not None else split_groups(selected.played, config.rollout.group_size)
+
+
 def train_batch(config, mesh, selected) -> tuple[list[Trajectory], dict[str, np.ndarray], dict, float]:
     c, credit = config, selected.credit
-    groups = credit.groups if credit.groups is not None else split_groups(selected.played, c.rollout.group_size)
+    groups = credited_groups(c, selected)
     over = c.loss.overlong_penalty
     advantages, overlong = overlong_shaping(groups, credit.advantages, c.rollout.max_target_length,
                                             over.buffer, over.coef)

@@ -27,9 +27,10 @@ import numpy as np
 
 from prover_jax.credit.base import EXTRA_TOKENS, Merge
 
-BASE = Merge(sums=("episodes", "trained_episodes", "turns_total", "policy_tokens", EXTRA_TOKENS),
+BASE = Merge(sums=("episodes", "trained_episodes", "turns_total", "policy_tokens", EXTRA_TOKENS, "adv/tokens"),
              means=(("success_rate", "episodes"), ("truncated_frac", "episodes"), ("score", "episodes"),
-                    ("turns", "episodes"), ("invalid_action_frac", "turns_total"), ("overlong_penalty", "episodes")))
+                    ("turns", "episodes"), ("invalid_action_frac", "turns_total"), ("overlong_penalty", "episodes"),
+                    ("adv/net_token_mean", "adv/tokens"), ("adv/abs_token_mean", "adv/tokens")))
 MAXED_PREFIXES = ("time/", "compiles")
 
 
@@ -84,6 +85,20 @@ def episode_metrics(played) -> dict:
             "policy_tokens": int(sum(t.num_policy_tokens for t in played)),
             "invalid_action_frac": float(np.mean([not turn.valid for turn in turns])) if turns else 0.0,
             "truncated_frac": float(np.mean([t.termination == CONTEXT_LIMIT for t in played]))}
+
+
+def advantage_metrics(groups, advantages) -> dict:
+    """The trained tokens' advantages: adv/net_token_mean = sum_tokens A / tokens, the net push of a
+    token-mean loss on the log-probs of the tokens sampled (negative when failed episodes carry more
+    policy tokens than successes: each group's A sums to 0 over episodes, not over tokens);
+    adv/abs_token_mean = sum_tokens |A| / tokens; adv/tokens = the policy tokens counted."""
+    n = total = mass = 0.0
+    for group, ads in zip(groups, advantages):
+        for traj, a in zip(group, ads):
+            on = np.asarray(a, np.float64)[np.asarray(traj.policy_mask, bool)]
+            n, total, mass = n + on.size, total + float(on.sum()), mass + float(np.abs(on).sum())
+    return {"adv/net_token_mean": total / n if n else 0.0, "adv/abs_token_mean": mass / n if n else 0.0,
+            "adv/tokens": n}
 
 
 class CompileCounter:

@@ -39,7 +39,7 @@ from prover_jax.credit import COMMON_METRICS
 from prover_jax.models import save_hf
 from prover_jax.training import assemble, dynamic, evaluation, sft
 from prover_jax.training.checkpoints import restore_reference
-from prover_jax.training.metrics import CompileCounter, episode_metrics, merge_rows
+from prover_jax.training.metrics import CompileCounter, advantage_metrics, episode_metrics, merge_rows
 from prover_jax.training.optim import with_configured_hyperparams
 from prover_jax.training.wiring import abstract, build
 from prover_jax.training.workdir import append_line, read_rows, save_folder, workdir_path, write_atomic
@@ -190,6 +190,7 @@ class Trainer:
         self._count_skips(applied=self.step > before)
         row = {"step": before + 1, "applied": self.step > before, "tasks": chosen.seeds,
                **episode_metrics(chosen.played), "trained_episodes": len(trained), **m, "overlong_penalty": overlong,
+               **advantage_metrics(assemble.credited_groups(c, chosen), chosen.credit.advantages),
                "batch_fill": float(rows["valid"].mean()),  # real tokens / batch positions (this process's rows)
                "time/update_s": update_s, "time/step_s": time.perf_counter() - t_step,
                "compiles": self.compiles.take()}

@@ -54,3 +54,19 @@ def test_every_method_counts_add_up_over_processes_and_draws(method, counts, mea
     for k, w in means:
         assert m[k] == pytest.approx((0.5 * a[w] + 0.25 * b[w]) / (a[w] + b[w])), k
     assert set(counts) | {k for k, _ in means} <= set(needs.metrics)
+
+
+def test_advantage_metrics_net_push_of_longer_failures():
+    """GRPO's advantages sum to 0 over a group's episodes, not over its tokens: with the failure twice as
+    long as the success, the token mean is negative; a process's figures merge weighted by its tokens."""
+    from helpers.credit import fake_traj
+    from prover_jax.credit.common import broadcast
+    from prover_jax.training.metrics import advantage_metrics, merge_rows
+
+    win, lose = fake_traj(2, True, 0), fake_traj(4, False, 1)  # 2 policy tokens a turn: 4 and 8 tokens
+    m = advantage_metrics([[win, lose]], [[broadcast(win, 0.5), broadcast(lose, -0.5)]])
+    assert m["adv/tokens"] == 12 and m["adv/abs_token_mean"] == 0.5
+    assert m["adv/net_token_mean"] == (4 * 0.5 - 8 * 0.5) / 12
+    other = {**advantage_metrics([[win]], [[broadcast(win, 1.0)]]), "episodes": 1}
+    row = merge_rows([{**m, "episodes": 2}, other])
+    assert row["adv/tokens"] == 16 and row["adv/net_token_mean"] == (2 * 1 - 8 * 0.5 + 4 * 1.0) / 16
