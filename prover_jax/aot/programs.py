@@ -208,7 +208,7 @@ def train_program(config, mesh: Mesh) -> Program:
     M, mb, L = batch["tokens"].shape
     step = make_train_step(graphdef, grpo_objective(c.loss, c.rollout.max_target_length), optimizer, mesh=mesh,
                            logprob_chunk=c.train.logprob_chunk or None, epochs=c.train.ppo_epochs,
-                           mini_batches=c.train.mini_batches)
+                           mini_batches=c.train.mini_batches, skip_zero_grad=c.optim.skip_zero_grad)
     tokens = M * mb * L
     # forward 2N, backward 2N for the activations' gradients and 2N for the weights' (none for a frozen
     # base: LoRA's adapters are a rounding error); attention forward + backward 3x
@@ -224,7 +224,7 @@ def train_program(config, mesh: Mesh) -> Program:
 
 def logprob_program(config, mesh: Mesh) -> Program:
     """The trainer's log-prob pass (`make_batch_logprob_fn`) on `train_batch`'s rows."""
-    from prover_jax.training.step import LOGPROB_KEYS, make_batch_logprob_fn
+    from prover_jax.training.logprobs import LOGPROB_KEYS, make_batch_logprob_fn
 
     c = config
     cfg = model_config(c)

@@ -153,6 +153,9 @@ def default_config() -> ml_collections.ConfigDict:
     c.optim.eps = 1e-8  # Adam's epsilon: update = m / (sqrt(v) + eps) (adamw | adam)
     c.optim.weight_decay = 0.0  # adamw's decoupled weight decay (not on norms and biases)
     c.optim.grad_clip = 1.0  # global-norm clip; 0 = off
+    # a batch with an exactly zero gradient (every advantage 0) leaves weights and optimizer state as they are;
+    # False: Adam steps on its moments anyway, moving the weights with no signal (training/step.py)
+    c.optim.skip_zero_grad = True
     c.optim.warmup_steps = 0  # linear learning-rate warmup over this many updates; 0 = none
     c.optim.decay_steps = 0  # > 0: after warmup the rate decays over this many updates; 0 = constant
     c.optim.decay = "cosine"  # cosine | linear (with decay_steps > 0)

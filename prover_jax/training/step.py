@@ -131,7 +131,7 @@ def nll_objective() -> Objective:
 
 
 def make_train_step(graphdef, objective, optimizer: optax.GradientTransformation, *, mesh=None,
-                    logprob_chunk: int | None = None, epochs: int = 1, mini_batches: int = 1):
+                    logprob_chunk: int | None = None, epochs: int = 1, mini_batches: int = 1, skip_zero_grad=True):
     """Jitted `train_step(state, batch, frozen=None) -> (state, metrics)`, `state` donated.
 
     frozen: the model's state that is not trained (LoRA: the base weights, `models.lora.split_lora`;
@@ -153,6 +153,9 @@ def make_train_step(graphdef, objective, optimizer: optax.GradientTransformation
     If the loss or the gradient norm is not finite, the update is skipped: params, opt_state and
     step are returned unchanged (bit-identical) and metrics["skipped"] = 1.
 
+    skip_zero_grad: an exactly zero gradient (every advantage 0) leaves params and opt_state as they
+    are (metrics["no_signal"] = 1), the step still counts; else Adam's moments keep moving the weights.
+
     PPO epochs (`epochs` E, `mini_batches` N; train.ppo_epochs, train.mini_batches): the M
     micro-batches are cut into N mini-batches of ceil(M / N) (zero-padded: an empty mini-batch is
     no update), and the step makes E passes over them, one optimizer update per mini-batch (its own
@@ -172,8 +175,8 @@ def make_train_step(graphdef, objective, optimizer: optax.GradientTransformation
         model = nnx.merge(graphdef, params) if frozen is None else nnx.merge(graphdef, params, frozen)
         return objective.fn(model, mb, num_tokens, num_seqs, logprob_chunk)
 
-    step = functools.partial(_step, functools.partial(_update, loss_fn, optimizer), objective.keys, epochs,
-                             mini_batches)
+    step = functools.partial(_step, functools.partial(_update, loss_fn, optimizer, skip_zero_grad=skip_zero_grad),
+                             objective.keys, epochs, mini_batches)
     return jax.jit(step, donate_argnums=0) if mesh is None else TrainStep(step, mesh)
 
 
@@ -185,9 +188,9 @@ def _counts(batch):
                                           None if seg is None else seg.reshape(-1, seg.shape[-1]))
 
 
-def _update(loss_fn, optimizer, state: TrainState, batch, grad_shardings=None, frozen=None):
+def _update(loss_fn, optimizer, state: TrainState, batch, grad_shardings=None, frozen=None, *, skip_zero_grad=True):
     """One optimizer update from the [M, mb, L] batch, gradients summed in fp32 over its micro-batches:
-    (params, opt_state, finite, metrics); not finite: params and opt_state unchanged."""
+    (params, opt_state, finite, metrics); not finite (or a zero gradient): params, opt_state unchanged."""
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
     num_tokens, num_seqs = _counts(batch)
 
@@ -213,10 +216,13 @@ def _update(loss_fn, optimizer, state: TrainState, batch, grad_shardings=None, f
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
 
-    def keep(new, old):
-        return jax.tree.map(lambda n, o: jnp.where(finite, n, o), new, old)
+    no_signal = grad_norm == 0
+    apply = finite & ~no_signal if skip_zero_grad else finite
 
-    metrics = dict(metrics, num_seqs=num_seqs, grad_norm=grad_norm)
+    def keep(new, old):
+        return jax.tree.map(lambda n, o: jnp.where(apply, n, o), new, old)
+
+    metrics = dict(metrics, num_seqs=num_seqs, grad_norm=grad_norm, no_signal=no_signal.astype(jnp.float32))
     return keep(params, state.params), keep(opt_state, state.opt_state), finite, metrics
 
 
@@ -332,69 +338,3 @@ class TrainStep:
 
 def _with_grad_shardings(step, grad_shardings, state, batch, frozen=None):
     return step(state, batch, frozen, grad_shardings=grad_shardings)
-
-
-def make_logprob_fn(graphdef, *, logprob_chunk: int | None = None):
-    """Jitted fn(params, tokens [B, L], valid [B, L], segment_ids [B, L] | None, at [B, P] | None) ->
-    logp [B, L] (0 at t = 0 and padding), for reference-policy log-probs and re-scoring;
-    segment_ids for packed rows, `at` to score only those positions (0 elsewhere)."""
-
-    @jax.jit
-    def logprob_fn(params, tokens_BxL, valid_BxL, segment_ids_BxL=None, at_BxP=None):
-        model = nnx.merge(graphdef, params)
-        return token_logprobs(model, tokens_BxL, valid_BxL, chunk=logprob_chunk, with_entropy=False,
-                              segment_ids_BxL=segment_ids_BxL, at_BxP=at_BxP)[0]
-
-    return logprob_fn
-
-
-def make_batch_logprob_fn(graphdef, *, logprob_chunk: int | None = None, out_sharding=None):
-    """Jitted fn(params, rows) -> logp [M, mb, L]: `make_logprob_fn` over a train batch's micro-batches
-    (lax.map), rows = {tokens, valid, and segment_ids / policy_at when the batch has them}, each
-    [M, mb, .]. The reference (loss.kl_coef > 0) and proximal (loss.tis_cap > 0) log-prob pass; the
-    output laid out as `out_sharding` (the batch's)."""
-    one = make_logprob_fn(graphdef, logprob_chunk=logprob_chunk)
-    return jax.jit(lambda p, rows: jax.lax.map(lambda r: one(p, r["tokens"], r["valid"], r.get("segment_ids"),
-                                                             r.get("policy_at")), rows),
-                   out_shardings=out_sharding)
-
-
-LOGPROB_KEYS = ("tokens", "valid", "segment_ids", "policy_at")  # the batch keys the log-prob pass reads
-
-
-class LogprobPass:
-    """`make_batch_logprob_fn` on a mesh: `pass_(params, batch) -> logp [M, mb, L]` laid out like the
-    batch, run by the executable `precompile` compiled for the batch's shapes, else jitted on first use.
-    Precompiled executables take params laid out like the abstract ones they were compiled for."""
-
-    def __init__(self, graphdef, mesh, logprob_chunk: int | None = None):
-        self.graphdef, self.mesh, self.chunk = graphdef, mesh, logprob_chunk
-        self._jitted: dict = {}  # rows' (key, shape, dtype) -> jax.jit program
-        self._compiled: dict = {}  # the same keys -> executables from precompile
-
-    def _rows(self, batch):
-        rows = {k: batch[k] for k in LOGPROB_KEYS if k in batch}
-        return rows, tuple((k, tuple(v.shape), str(v.dtype)) for k, v in sorted(rows.items()))
-
-    def _fn(self, key, rows):
-        from prover_jax.distributed.arrays import batch_sharding
-
-        if key not in self._jitted:
-            self._jitted[key] = make_batch_logprob_fn(self.graphdef, logprob_chunk=self.chunk,
-                                                      out_sharding=batch_sharding(self.mesh, rows["tokens"].shape))
-        return self._jitted[key]
-
-    def precompile(self, params, batches) -> int:
-        """Compiles the pass for `params` (ShapeDtypeStructs with shardings) and each abstract batch;
-        returns how many were compiled."""
-        n = 0
-        for b in batches:
-            rows, key = self._rows(b)
-            if key not in self._compiled:
-                self._compiled[key] = self._fn(key, rows).lower(params, rows).compile()
-                n += 1
-        return n
-
-    def __call__(self, params, batch):
-        rows, key = self._rows(batch)
-        return (self._compiled.get(key) or self._fn(key, rows))(params, rows)

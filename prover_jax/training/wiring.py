@@ -40,8 +40,9 @@ from prover_jax.training.batch import padded_length, policy_widths
 from prover_jax.training.checkpoints import Checkpoints
 from prover_jax.training.loss import check_sampling
 from prover_jax.training.optim import make_optimizer
-from prover_jax.training.step import (LogprobPass, TrainState, abstract_batch, grpo_objective, init_train_state,
-                                      make_train_step, proximal_pass)
+from prover_jax.training.logprobs import LogprobPass
+from prover_jax.training.step import (TrainState, abstract_batch, grpo_objective, init_train_state, make_train_step,
+                                      proximal_pass)
 from prover_jax.training.workdir import workdir_path
 
 
@@ -53,7 +54,7 @@ class Run:
     root / workdir: the run folder (epath.Path / its text); primary: this process writes shared files.
     policy: how the trained params make the model (`build.Policy`); initial_state: the TrainState RL
     (or SFT) starts from; train_step: the jitted update; logprob_pass: the reference / proximal
-    log-prob pass (`step.LogprobPass`, None when the loss takes neither); group_lo / group_hi: this
+    log-prob pass (`logprobs.LogprobPass`, None when the loss takes neither); group_lo / group_hi: this
     process's groups.
     sync: the train -> engine weight copy; rollout / greedy: sampled (rollout.temperature ...) and
     greedy episodes over `driver`; verify_pool: the credit method's continuations' envs (or None).
@@ -196,7 +197,7 @@ def build(config, workdir: str) -> Run:
     state = dist.globalize(init_train_state(model, optimizer, params=trainable), mesh)
     train_step = make_train_step(policy.graphdef, grpo_objective(c.loss, c.rollout.max_target_length), optimizer, mesh=mesh,
                                  logprob_chunk=c.train.logprob_chunk or None, epochs=c.train.ppo_epochs,
-                                 mini_batches=c.train.mini_batches)
+                                 mini_batches=c.train.mini_batches, skip_zero_grad=c.optim.skip_zero_grad)
     logprob_pass = (LogprobPass(policy.plain, mesh, logprob_chunk=c.train.logprob_chunk or None)
                     if c.loss.kl_coef > 0 or proximal_pass(c) else None)
 

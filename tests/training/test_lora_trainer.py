@@ -11,7 +11,7 @@ from prover_jax.models import qwen3_5
 from prover_jax.models.lora import adapter_count
 from prover_jax.training import trainer as trainer_lib
 from prover_jax.training.batch import pack
-from prover_jax.training.step import make_logprob_fn
+from prover_jax.training.logprobs import make_logprob_fn
 
 from helpers.credit import signed_advantages
 from helpers.demo_config import trainer_config

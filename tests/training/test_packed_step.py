@@ -14,7 +14,8 @@ from prover_jax.training.batch import first_fit, pack, policy_positions
 from prover_jax.training.config import default_config
 from prover_jax.training.loss import AGGREGATIONS, token_logprobs
 from prover_jax.training.optim import make_optimizer
-from prover_jax.training.step import grpo_objective, init_train_state, make_logprob_fn, make_train_step
+from prover_jax.training.logprobs import make_logprob_fn
+from prover_jax.training.step import grpo_objective, init_train_state, make_train_step
 
 from helpers.demo_config import trainer_config
 from helpers.tiny import tiny_config, tiny_model

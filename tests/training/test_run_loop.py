@@ -80,7 +80,7 @@ def test_precompile_covers_the_reference_log_prob_pass(tmp_path, monkeypatch):
     """With a KL term the step first runs the reference log-prob pass; train.precompile compiles it
     with the update for every batch shape, so the pass compiles nothing in an RL step (it was jitted on
     first use of each batch length)."""
-    from prover_jax.training.step import LogprobPass
+    from prover_jax.training.logprobs import LogprobPass
 
     c = config(precompile=True, length_multiple=512, logits="policy")
     c.loss.kl_coef = 0.05

@@ -10,7 +10,8 @@ from prover_jax import sharding
 from prover_jax.models import qwen3_5
 from prover_jax.training.config import default_config
 from prover_jax.training.optim import make_optimizer
-from prover_jax.training.step import grpo_objective, init_train_state, make_logprob_fn, make_train_step
+from prover_jax.training.logprobs import make_logprob_fn
+from prover_jax.training.step import grpo_objective, init_train_state, make_train_step
 
 from helpers.tiny import tiny_config, tiny_model
 
@@ -219,3 +220,31 @@ def test_step_layout_is_fixed_before_the_first_call(sgd_runs):
     new, _ = step(state, replicated)  # laid out again to the step's shardings, not recompiled for them
     for want, got in zip(jax.tree.leaves(state_in), jax.tree.leaves(new)):
         assert got.sharding.is_equivalent_to(want, got.ndim)
+
+
+def test_a_batch_without_signal_moves_nothing():
+    """Every advantage 0 (all groups uniform): the gradient is exactly 0 and, with skip_zero_grad (the
+    default), weights and Adam's state stay as they were while the step counts; without it Adam's
+    moments from the update before keep moving the weights."""
+    model = new_model()
+    graphdef = nnx.graphdef(model)
+    opt = make_optimizer(optim_cfg(name="adam", learning_rate=1e-2))
+    logprob_fn = make_logprob_fn(graphdef)
+    init = jax.tree.map(jnp.asarray, host(init_train_state(model, opt)))
+    signal = with_old_logprobs(rollout_batch(8), logprob_fn, init.params)
+    silent = dict(signal, advantages=np.zeros_like(signal["advantages"]))
+    moved = {}
+    for skip in (True, False):
+        step = make_train_step(graphdef, grpo_objective(loss_cfg()), opt, skip_zero_grad=skip)
+        state, m = step(jax.tree.map(jnp.copy, init), micro(signal, 1))
+        assert float(m["no_signal"]) == 0
+        before = host(state)
+        state, m = step(state, micro(silent, 1))
+        after = host(state)
+        assert float(m["grad_norm"]) == 0 and float(m["no_signal"]) == 1 and int(after.step) == 2
+        moved[skip] = max(float(np.abs(a - b).max()) for a, b in zip(jax.tree.leaves(after.params),
+                                                                       jax.tree.leaves(before.params)))
+        if skip:
+            for a, b in zip(jax.tree.leaves(after.opt_state), jax.tree.leaves(before.opt_state)):
+                np.testing.assert_array_equal(a, b)
+    assert moved[True] == 0.0 and moved[False] > 1e-4

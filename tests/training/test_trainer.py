@@ -180,7 +180,7 @@ def test_off_policy_steps(tmp_path, off_policy):
     import jax.numpy as jnp
 
     from prover_jax.training.batch import pack
-    from prover_jax.training.step import make_logprob_fn
+    from prover_jax.training.logprobs import make_logprob_fn
 
     c = tiny_config()
     c.sft.steps = 0

@@ -51,6 +51,7 @@ from prover_jax.envs.splits import EVAL_FRACTION, ContentSplit
 from prover_jax.envs.text import normalize as fold
 
 MAX_ACTION_CHARS = 200
+GIVE_UP = "wait"  # the demonstrator's inadmissible command once the task is lost (demo_give_up)
 VERBS = ("go", "open", "close", "take", "put", "heat", "cool", "clean", "use", "examine", "look",
          "inventory")
 _PUT_RE = re.compile(r"^put (.+?) (?:in/on|in|on|into|onto) (.+)$")
@@ -110,6 +111,9 @@ class HouseholdEnv(Env):
       demo_scorch_types: the task object types demo_scorch applies to (None: all).
       demo_idle: per-turn probability that the demonstrator first plays an admissible no-op (examine,
         look, inventory); kept in SFT (they are valid turns).
+      demo_give_up: once the task is lost (the demonstrator has nothing left to do but `look`), it plays
+        the inadmissible `wait` instead, so SFT, which masks invalid turns, imitates a failure up to its
+        mistake and not the turns spent waiting out the limit (the episode still runs to it).
     """
 
     name = "household"
@@ -120,7 +124,7 @@ class HouseholdEnv(Env):
                  target_types: tuple[str, ...] | None = None, demo_confusion: float = 0.0,
                  demo_noise: float = 0.0, demo_scorch: float = 0.0, demo_premature: float = 0.0,
                  demo_latch: float = 0.0, demo_scorch_types: tuple[str, ...] | None = None,
-                 demo_idle: float = 0.0):
+                 demo_idle: float = 0.0, demo_give_up: bool = False):
         if task_type is not None and task_type not in TASK_TYPES:
             raise ValueError(f"unknown task_type {task_type!r}; known: {TASK_TYPES}")
         self.faults = Faults(confused=float(demo_confusion), scorch=float(demo_scorch),
@@ -130,7 +134,7 @@ class HouseholdEnv(Env):
         for name, p in (("demo_noise", demo_noise), ("demo_idle", demo_idle)):
             if not 0.0 <= p < 1.0:
                 raise ValueError(f"env.kwargs.{name} must lie in [0, 1), got {p}")
-        self.demo_noise, self.demo_idle = float(demo_noise), float(demo_idle)
+        self.demo_noise, self.demo_idle, self.demo_give_up = float(demo_noise), float(demo_idle), bool(demo_give_up)
         lo, hi = expert_turns
         if target_types is not None:
             target_types = tuple(target_types)
@@ -240,6 +244,8 @@ class HouseholdEnv(Env):
         command), neither when the previous turn was one already."""
         state = self._state
         command = faulty_command(self.layout, state, self.faults.of(self.layout))
+        if command == "look" and self.demo_give_up:  # the task is lost: nothing left to demonstrate
+            return GIVE_UP
         if command is not None and not self._slipped and idles(self.layout, state, self.demo_idle):
             self._slipped = True
             return idle_command(self.layout, state)

@@ -139,7 +139,7 @@ def test_pivot_labels_of_hand_played_moves():
 
 def test_credit_hard_demonstrations():
     """configs/credit_hard.py's demonstrations: the expert's 6-10 turns, the demonstrator's success near
-    .3 with every fault class among its failures, and a greedy imitator's start (the tasks where no
+    .45 with every fault class among its failures, and a greedy imitator's start (the tasks where no
     fault drawn for more than half of its tasks fails the task) in .15-.45."""
     kw = load_config_file(os.path.join(ROOT, "configs", "credit_hard.py")).env.kwargs.to_dict()
     env = make("household", **kw)
@@ -162,6 +162,24 @@ def test_credit_hard_demonstrations():
             labels = [env.pivot(s, a) for s, a in steps]
             classes.add(next(p[1] for p in labels if p is not None and p[0] < 0))
     assert 6 <= min(expert) and max(expert) <= 10 and statistics.mean(expert) > 7
-    assert 0.2 <= wins / 150 <= 0.5, wins
+    assert 0.3 <= wins / 150 <= 0.6, wins
     assert classes == {"object", "process", "latch"}
     assert 0.15 <= greedy / 150 <= 0.45, greedy
+
+
+def test_a_demonstrator_that_gives_up_waits_out_the_limit_with_masked_turns():
+    """demo_give_up: once the task is lost the demonstrator plays the inadmissible `wait` (SFT masks
+    invalid turns), never before; the episode still runs to the turn limit."""
+    env = make("household", **KW, demo_scorch=1.0, demo_latch=1.0, demo_give_up=True)
+    gave_up = 0
+    for i in range(30):
+        steps, success = _episode(env, split_seed(i, "eval"))
+        waits = [t for t, (_, a) in enumerate(steps) if a == "wait"]
+        if success:
+            assert not waits
+            continue
+        assert len(steps) == KW["max_turns"] and waits and waits == list(range(waits[0], len(steps)))
+        labels = [env.pivot(s, a) for s, a in steps]
+        assert any(p is not None and p[0] < 0 for p in labels[:waits[0]])  # the mistake came first
+        gave_up += 1
+    assert gave_up >= 10
