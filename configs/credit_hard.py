@@ -38,12 +38,13 @@ def get_config():
     k.max_turns = 15  # turn limit: failures play on to it
     k.expert_turns = (6, 10)  # the expert's episode length
     k.target_types = ("apple", "tomato", "mug", "cup")  # two lookalike pairs
-    k.demo_confusion = 0.3  # share of tasks whose demonstrator commits the lookalike it meets first
-    k.demo_scorch = 0.6  # share of the demo_scorch_types tasks whose demonstrator heats on the stoveburner
+    k.demo_confusion = 0.4  # share of tasks whose demonstrator commits the lookalike it meets first
+    k.demo_scorch = 0.7  # share of the demo_scorch_types tasks whose demonstrator heats on the stoveburner
     k.demo_scorch_types = ("apple", "mug")  # the object types the heater fault applies to
-    k.demo_latch = 0.6  # share of the tasks with a door on the target receptacle whose demonstrator latches it
-    k.demo_idle = 0.05  # per turn: an admissible no-op first (routine turns that differ by chance)
-    k.demo_give_up = True  # once lost, the demonstrator waits (masked in SFT) instead of imitated `look`s
+    k.demo_latch = 0.7  # share of the tasks with a door on the target receptacle whose demonstrator latches it
+    k.demo_idle = 0.1  # per turn: an admissible no-op first (routine turns that differ by chance)
+    # True (v2) started worse: greedy .16 and 32% inadmissible sampled turns against .29 and 6% (bench/CREDIT_HARD.md)
+    k.demo_give_up = False  # once lost, the demonstrator plays `look` to the limit (imitated)
     c.rollout.max_target_length = 2048  # a 15-turn episode fits
     c.train.steps = 40  # RL updates
     c.train.eval_every = 10  # held-out evaluations every 10 steps: the comparison's endpoint is their mean

@@ -139,7 +139,7 @@ def test_pivot_labels_of_hand_played_moves():
 
 def test_credit_hard_demonstrations():
     """configs/credit_hard.py's demonstrations: the expert's 6-10 turns, the demonstrator's success near
-    .45 with every fault class among its failures, and a greedy imitator's start (the tasks where no
+    .4 with every fault class among its failures, and a greedy imitator's start (the tasks where no
     fault drawn for more than half of its tasks fails the task) in .15-.45."""
     kw = load_config_file(os.path.join(ROOT, "configs", "credit_hard.py")).env.kwargs.to_dict()
     env = make("household", **kw)
@@ -162,7 +162,7 @@ def test_credit_hard_demonstrations():
             labels = [env.pivot(s, a) for s, a in steps]
             classes.add(next(p[1] for p in labels if p is not None and p[0] < 0))
     assert 6 <= min(expert) and max(expert) <= 10 and statistics.mean(expert) > 7
-    assert 0.3 <= wins / 150 <= 0.6, wins
+    assert 0.25 <= wins / 150 <= 0.55, wins
     assert classes == {"object", "process", "latch"}
     assert 0.15 <= greedy / 150 <= 0.45, greedy
 
