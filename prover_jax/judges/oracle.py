@@ -20,6 +20,7 @@ import threading
 
 import numpy as np
 
+from prover_jax.envs.base import lacks_hook, make, no_pivot_rules, pivot_labels
 from prover_jax.judges.base import NO_CANDIDATE, Judge, Proposal, register
 
 
@@ -31,8 +32,6 @@ class OracleJudge(Judge):
     needs_env = True
 
     def __init__(self, env_name: str, env_kwargs: dict | None = None):
-        from prover_jax.envs.base import lacks_hook, make, no_pivot_rules
-
         if lacks_hook(env_name, "pivot"):
             raise ValueError(no_pivot_rules(env_name, "judge.name='oracle'"))
         self.env = make(env_name, **dict(env_kwargs or {}))
@@ -46,7 +45,6 @@ class OracleJudge(Judge):
         return cls(env_name, env_kwargs)
 
     def _labels(self, traj):
-        from prover_jax.envs.base import pivot_labels
         with self._lock:
             return pivot_labels(self.env, traj)
 

@@ -22,7 +22,7 @@ import dataclasses
 import random
 
 from prover_jax.envs.household.expert import _bit, _reach, expert_command
-from prover_jax.envs.household.world import (APPLIANCES, COMMITTED, HOT, ROOM, RUINED, Layout, State, holding)
+from prover_jax.envs.household.world import COMMITTED, HOT, ROOM, RUINED, Layout, State, holding, scorchers
 
 FAULTS = ("confused", "scorch", "premature", "latch")
 
@@ -48,14 +48,15 @@ class Faults:
                 kwarg = "demo_confusion" if name == "confused" else f"demo_{name}"
                 raise ValueError(f"env.kwargs.{kwarg} must lie in [0, 1], got {q}")
 
+    def drawn(self, name: str, seed: int) -> bool:
+        """Whether fault `name` is drawn for the task of generator seed `seed` (before its conditions)."""
+        q = getattr(self, name)
+        tag = "confusion" if name == "confused" else name  # `confused`'s draw predates the others
+        return q > 0 and random.Random(f"household-{tag}-{seed}").random() < q
+
     def of(self, layout: Layout) -> frozenset[str]:
         """The faults of the demonstrator in this task (each drawn from the seed on its own)."""
-        out = set()
-        for name in FAULTS:
-            q = getattr(self, name)
-            tag = "confusion" if name == "confused" else name  # `confused`'s draw predates the others
-            if q > 0 and random.Random(f"household-{tag}-{layout.seed}").random() < q:
-                out.add(name)
+        out = {name for name in FAULTS if self.drawn(name, layout.seed)}
         if "scorch" in out and (layout.required != HOT or (self.scorch_types is not None
                                                            and layout.target_type not in self.scorch_types)):
             out.discard("scorch")
@@ -102,7 +103,7 @@ def faulty_command(layout: Layout, state: State, faults: frozenset[str]) -> str 
         if "premature" in faults or ("scorch" in faults and flags & RUINED):
             return _commit(layout, state, h)
         if "scorch" in faults and not flags & (HOT | RUINED):
-            burner = next(r for r, k in enumerate(layout.kinds) if APPLIANCES.get(k, ("", ""))[1] == "scorch")
+            burner = scorchers(layout)[0]
             if state.loc != burner:
                 return f"go to {layout.receptacles[burner]}"
             return f"heat {layout.objects[h]} with {layout.receptacles[burner]}"

@@ -130,7 +130,6 @@ class HouseholdEnv(Env):
         self.faults = Faults(confused=float(demo_confusion), scorch=float(demo_scorch),
                              premature=float(demo_premature), latch=float(demo_latch),
                              scorch_types=None if demo_scorch_types is None else tuple(demo_scorch_types))
-        self.demo_confusion = float(demo_confusion)
         for name, p in (("demo_noise", demo_noise), ("demo_idle", demo_idle)):
             if not 0.0 <= p < 1.0:
                 raise ValueError(f"env.kwargs.{name} must lie in [0, 1), got {p}")
@@ -151,7 +150,7 @@ class HouseholdEnv(Env):
         self._layout: Layout | None = None
         self._state: State | None = None
         self._cmds: dict = {}
-        self._slipped = False  # the demonstrator's last command was a slip (demo_noise)
+        self._slipped = False  # the demonstrator's last command was a slip (demo_noise) or an idle turn (demo_idle)
 
     @property
     def prompt(self) -> PromptSpec:
@@ -261,8 +260,7 @@ class HouseholdEnv(Env):
 
     def confused(self, seed: int) -> bool:
         """Whether the demonstrator confuses the lookalike in the task drawn with generator seed `seed`."""
-        return (self.demo_confusion > 0
-                and random.Random(f"household-confusion-{seed}").random() < self.demo_confusion)
+        return self.faults.drawn("confused", seed)
 
     def pivot(self, snapshot: State, action: str | None) -> tuple[int, str] | None:
         """(label, class) of `action` played from `snapshot` at a pivotal rule (`household.pivots`), None

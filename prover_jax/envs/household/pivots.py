@@ -20,15 +20,12 @@ Used by the `rules` turn critic and the `oracle` judge (privileged: the agent se
 
 from __future__ import annotations
 
+from prover_jax.envs.household.expert import _bit
 from prover_jax.envs.household.world import (APPLIANCES, CLEAN, COLD, COMMITTED, HOT, ROOM, RUINED, Layout, State,
-                                             holding, satisfies)
+                                             holding, satisfies, scorchers)
 
 OBJECT, PROCESS, LATCH, LAMP, COMMIT = "object", "process", "latch", "lamp", "commit"
 CLASSES = (OBJECT, PROCESS, LATCH, LAMP, COMMIT)
-
-
-def _bit(mask: int, i: int) -> bool:
-    return bool((mask >> i) & 1)
 
 
 def _has(layout: Layout, kind: str) -> bool:
@@ -55,9 +52,8 @@ def pivot(layout: Layout, state: State, op: tuple) -> tuple[int, str] | None:
         effect = APPLIANCES[layout.kinds[r]][1]
         if effect == "scorch":
             return -1, PROCESS
-        can_ruin = any(APPLIANCES.get(k, ("", ""))[1] == "scorch" for k in layout.kinds)
         gives = {"heat": HOT, "cool": COLD, "clean": CLEAN}[effect]
-        if layout.required == gives and not flags & gives and can_ruin:
+        if layout.required == gives and not flags & gives and scorchers(layout):
             return +1, PROCESS
         return None
     if verb == "put":

@@ -99,6 +99,11 @@ class Layout:
 # ---------------------------------------------------------------------------------------------- queries
 
 
+def scorchers(layout: Layout) -> list[int]:
+    """Indices of the receptacles whose appliance ruins what is processed there (stoveburners)."""
+    return [r for r, k in enumerate(layout.kinds) if k in APPLIANCES and APPLIANCES[k][1] == "scorch"]
+
+
 def holding(state: State) -> int | None:
     """Index of the carried object, or None."""
     try:
