@@ -1,13 +1,13 @@
 """The step's selected groups -> the global [M, mb, L] train batch, its shapes agreed over processes.
 
-    trained, rows, batch, overlong = train_batch(config, mesh, selected)   # selected: dynamic.Selected
+    trained, rows, batch, figures = train_batch(config, mesh, selected)   # selected: dynamic.Selected
     rows, batch = global_batch(config, mesh, trajs, advantages, trained)
 
 `train_batch`: the groups trained on (the credit method's, enlarged when it added episodes, or those
 dynamic sampling kept; else the played ones), their advantages with DAPO's overlong penalty
 (loss.overlong_penalty, `credit.shaping`), and loss.mask_truncated's and dynamic sampling's
-context-only episodes out of the loss (`trained`: the episodes the loss sees); `overlong` is the mean
-penalty.
+context-only episodes out of the loss (`trained`: the episodes the loss sees); `figures`: the row's
+overlong_penalty (the mean penalty) and `metrics.advantage_metrics` of the trained episodes.
 
 L (the longest episode of any process, padded to train.length_multiple; packed: train.max_tokens_per_row)
 and the row count B (the most any process needs) are agreed with `allgather_json`, so every process
@@ -28,6 +28,7 @@ from prover_jax.credit.pipeline import split_groups
 from prover_jax.credit.shaping import overlong_shaping, trained_episodes
 from prover_jax.rollout.trajectory import Trajectory
 from prover_jax.training.batch import first_fit, pack, padded_length, policy_positions, policy_width
+from prover_jax.training.metrics import advantage_metrics
 
 
 def global_batch(config, mesh, trajs: Sequence[Trajectory], advantages: Sequence[np.ndarray],
@@ -46,20 +47,17 @@ def global_batch(config, mesh, trajs: Sequence[Trajectory], advantages: Sequence
     return rows, dist.global_batch({k: v[0] for k, v in rows.items()}, mesh, c.train.micro_batch_size)
 
 
-def credited_groups(config, selected) -> list[list[Trajectory]]:
-    """The groups `selected.credit.advantages` belong to (the method's, else the played episodes')."""
-    credit = selected.credit
-    return credit.groups if credit.groups is not None else split_groups(selected.played, config.rollout.group_size)
-
-
-def train_batch(config, mesh, selected) -> tuple[list[Trajectory], dict[str, np.ndarray], dict, float]:
+def train_batch(config, mesh, selected) -> tuple[list[Trajectory], dict[str, np.ndarray], dict, dict]:
     c, credit = config, selected.credit
-    groups = credited_groups(c, selected)
+    groups = credit.groups if credit.groups is not None else split_groups(selected.played, c.rollout.group_size)
     over = c.loss.overlong_penalty
     advantages, overlong = overlong_shaping(groups, credit.advantages, c.rollout.max_target_length,
                                             over.buffer, over.coef)
     trajs = [t for group in groups for t in group]
     trained = [k and t.uid not in selected.context
                for k, t in zip(trained_episodes(trajs, c.loss.mask_truncated), trajs)]
-    rows, batch = global_batch(c, mesh, trajs, [a for ads in advantages for a in ads], trained)
-    return [t for t, k in zip(trajs, trained) if k], rows, batch, overlong
+    flat = [a for ads in advantages for a in ads]
+    rows, batch = global_batch(c, mesh, trajs, flat, trained)
+    figures = {"overlong_penalty": overlong,
+               **advantage_metrics([t for t, k in zip(trajs, trained) if k], [a for a, k in zip(flat, trained) if k])}
+    return [t for t, k in zip(trajs, trained) if k], rows, batch, figures

@@ -87,16 +87,15 @@ def episode_metrics(played) -> dict:
             "truncated_frac": float(np.mean([t.termination == CONTEXT_LIMIT for t in played]))}
 
 
-def advantage_metrics(groups, advantages) -> dict:
-    """The trained tokens' advantages: adv/net_token_mean = sum_tokens A / tokens, the net push of a
-    token-mean loss on the log-probs of the tokens sampled (negative when failed episodes carry more
-    policy tokens than successes: each group's A sums to 0 over episodes, not over tokens);
-    adv/abs_token_mean = sum_tokens |A| / tokens; adv/tokens = the policy tokens counted."""
-    n = total = mass = 0.0
-    for group, ads in zip(groups, advantages):
-        for traj, a in zip(group, ads):
-            on = np.asarray(a, np.float64)[np.asarray(traj.policy_mask, bool)]
-            n, total, mass = n + on.size, total + float(on.sum()), mass + float(np.abs(on).sum())
+def advantage_metrics(trajs, advantages) -> dict:
+    """The trained tokens' advantages (`trajs` and their float32 [L] advantages): adv/net_token_mean =
+    sum_tokens A / tokens, the net push of a token-mean loss on the log-probs of the tokens sampled
+    (negative when failed episodes carry more policy tokens than successes: each group's A sums to 0
+    over episodes, not over tokens); adv/abs_token_mean = sum_tokens |A| / tokens; adv/tokens = the
+    policy tokens counted."""
+    on = [np.asarray(a, np.float64)[np.asarray(t.policy_mask, bool)] for t, a in zip(trajs, advantages, strict=True)]
+    n = float(sum(x.size for x in on))
+    total, mass = float(sum(x.sum() for x in on)), float(sum(np.abs(x).sum() for x in on))
     return {"adv/net_token_mean": total / n if n else 0.0, "adv/abs_token_mean": mass / n if n else 0.0,
             "adv/tokens": n}
 

@@ -39,7 +39,7 @@ from prover_jax.credit import COMMON_METRICS
 from prover_jax.models import save_hf
 from prover_jax.training import assemble, dynamic, evaluation, sft
 from prover_jax.training.checkpoints import restore_reference
-from prover_jax.training.metrics import CompileCounter, advantage_metrics, episode_metrics, merge_rows
+from prover_jax.training.metrics import CompileCounter, episode_metrics, merge_rows
 from prover_jax.training.optim import with_configured_hyperparams
 from prover_jax.training.wiring import abstract, build
 from prover_jax.training.workdir import append_line, read_rows, save_folder, workdir_path, write_atomic
@@ -167,7 +167,7 @@ class Trainer:
         else:
             chosen, _ = self._collect()
         t0 = time.perf_counter()
-        trained, rows, batch, overlong = assemble.train_batch(c, run.mesh, chosen)
+        trained, rows, batch, figures = assemble.train_batch(c, run.mesh, chosen)
         if c.loss.kl_coef > 0:
             if self.ref_params is None:  # the first RL step of the run: the policy RL starts from
                 self.ref_params = jax.tree.map(jnp.copy, run.policy.weights(self.state.params))
@@ -189,8 +189,7 @@ class Trainer:
         update_s = time.perf_counter() - t0 - overlap_s
         self._count_skips(applied=self.step > before)
         row = {"step": before + 1, "applied": self.step > before, "tasks": chosen.seeds,
-               **episode_metrics(chosen.played), "trained_episodes": len(trained), **m, "overlong_penalty": overlong,
-               **advantage_metrics(assemble.credited_groups(c, chosen), chosen.credit.advantages),
+               **episode_metrics(chosen.played), "trained_episodes": len(trained), **m, **figures,
                "batch_fill": float(rows["valid"].mean()),  # real tokens / batch positions (this process's rows)
                "time/update_s": update_s, "time/step_s": time.perf_counter() - t_step,
                "compiles": self.compiles.take()}

@@ -64,9 +64,9 @@ def test_advantage_metrics_net_push_of_longer_failures():
     from prover_jax.training.metrics import advantage_metrics, merge_rows
 
     win, lose = fake_traj(2, True, 0), fake_traj(4, False, 1)  # 2 policy tokens a turn: 4 and 8 tokens
-    m = advantage_metrics([[win, lose]], [[broadcast(win, 0.5), broadcast(lose, -0.5)]])
+    m = advantage_metrics([win, lose], [broadcast(win, 0.5), broadcast(lose, -0.5)])
     assert m["adv/tokens"] == 12 and m["adv/abs_token_mean"] == 0.5
     assert m["adv/net_token_mean"] == (4 * 0.5 - 8 * 0.5) / 12
-    other = {**advantage_metrics([[win]], [[broadcast(win, 1.0)]]), "episodes": 1}
+    other = {**advantage_metrics([win], [broadcast(win, 1.0)]), "episodes": 1}
     row = merge_rows([{**m, "episodes": 2}, other])
     assert row["adv/tokens"] == 16 and row["adv/net_token_mean"] == (2 * 1 - 8 * 0.5 + 4 * 1.0) / 16
