@@ -38,9 +38,10 @@ Third-party INFO logging (orbax, jax, absl, ...) is off here and in the runs' ru
 
 Report: W/compare.md, W/compare.json, W/compare.png (prover_jax/compare/report.py).
 --export=DIR copies the report and each complete run's summary.json and metrics.jsonl (no
-checkpoints: a few hundred KB in all) to DIR/<slug>/seed<s>/: a record small enough to keep in
-version control, from which the report can be rebuilt and the comparison continued
-(`cp -r DIR W`, then the same command: the recorded runs are complete and skipped).
+checkpoints: a few hundred KB in all) to DIR/<slug>/seed<s>/, their paths made relative to the
+record's folders: a record small enough to keep in version control, from which the report can be
+rebuilt and the comparison continued (`cp -r DIR W`, then the same command: the recorded runs are
+complete and skipped).
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ flags.DEFINE_string("export", None, "Copy the report and the complete runs' summ
 flags.DEFINE_float("threshold", report.THRESHOLD, "Report: steps to the first eval with success >= this.")
 
 SFT_DIR = "_sft"
+RECORD_PATHS = ("folder", "plot", "sft_shared_from")  # path fields of compare.json's runs and of summary.json
 
 
 def raw_config_args(argv: list[str], config) -> tuple[str, list[str]]:
@@ -214,17 +216,32 @@ def execute_sft(run: Run, config_arg: str, user_overrides: list[str], env: dict)
     return True
 
 
+def relative_paths(record: dict, start: str, keys=RECORD_PATHS) -> dict:
+    """`record` with the absolute paths under `keys` made relative to `start` (a record that moves to
+    another machine keeps no path of the one it was made on)."""
+    return {k: os.path.relpath(v, start) if k in keys and isinstance(v, str) and os.path.isabs(v) else v
+            for k, v in record.items()}
+
+
 def export(dest: str, paths: dict, complete: list[Run]) -> str:
-    """The report files and each complete run's summary.json + metrics.jsonl, copied under `dest`."""
+    """The report files and each complete run's summary.json + metrics.jsonl, copied under `dest`;
+    compare.json's run folders relative to the comparison folder, summary.json's paths (plot,
+    sft_shared_from) relative to the run's folder."""
     dest = os.path.abspath(dest)
     os.makedirs(dest, exist_ok=True)
     for path in paths.values():
         shutil.copy2(path, dest)
+    result = report.read_json(paths["json"])
+    for m in result.get("methods", {}).values():
+        m["per_seed"] = [relative_paths(s, os.path.dirname(paths["json"])) for s in m["per_seed"]]
+    with open(os.path.join(dest, os.path.basename(paths["json"])), "w") as f:
+        json.dump(result, f, indent=1)
     for r in complete:
         folder = os.path.join(dest, os.path.relpath(r.folder, os.path.dirname(os.path.dirname(r.folder))))
         os.makedirs(folder, exist_ok=True)
-        for name in ("summary.json", "metrics.jsonl"):
-            shutil.copy2(os.path.join(r.folder, name), folder)
+        shutil.copy2(os.path.join(r.folder, "metrics.jsonl"), folder)
+        with open(os.path.join(folder, "summary.json"), "w") as f:
+            json.dump(relative_paths(report.read_json(os.path.join(r.folder, "summary.json")), r.folder), f, indent=1)
     return dest
 
 

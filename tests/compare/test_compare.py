@@ -259,6 +259,12 @@ def test_end_to_end(tmp_path):
                   f"--export={rec}")
     assert out.returncode == 0 and not list(rec.glob("*/seed*/checkpoints"))
     assert sorted(p.name for p in (rec / "prover" / "seed1").iterdir()) == ["metrics.jsonl", "summary.json"]
+    # a record keeps no path of the machine it was made on: run folders and summary paths are relative
+    exported = json.load(open(rec / "compare.json"))
+    assert [r["folder"] for r in exported["methods"]["prover"]["per_seed"]] == ["prover/seed0", "prover/seed1"]
+    summary = json.load(open(rec / "prover" / "seed1" / "summary.json"))
+    assert summary["plot"] == "progress.png" and summary["sft_shared_from"] == os.path.join("..", "..", "_sft", "seed1")
+    assert str(tmp_path) not in (rec / "compare.json").read_text() + (rec / "prover" / "seed1" / "summary.json").read_text()
     shutil.copytree(rec, w2)
     out = compare(tmp_path, "--methods=grpo,prover", "--seeds=2", f"--workdir={w2}")
     assert out.returncode == 0 and out.stdout.count("already complete") == 4
