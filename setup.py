@@ -54,6 +54,7 @@ setup(
             "prover-aot=prover_jax.aot.cli:main",
             "prover-compare=prover_jax.compare.cli:main",
             "prover-convert=prover_jax.convert.cli:run",
+            "prover-episodes=prover_jax.training.episodes_cli:run",
             "prover-generate=prover_jax.sampling.cli:run",
             "prover-lab=prover_jax.credit.cli:run",
             "prover-serve=prover_jax.serving.cli:run",

@@ -50,11 +50,13 @@ class Verifier(Protocol):
 class CreditOutput:
     """advantages[g][i]: float32 [len(tokens)] for trajectory i of group g (of `groups` when set,
     else of the groups given to `assign`); groups: the enlarged groups when the method added
-    episodes to train on (Needs.extra_episodes), else None."""
+    episodes to train on (Needs.extra_episodes), else None; notes: uid -> the method's JSON-able
+    fields for an episode it singled out (written with it by train.dump_episodes)."""
 
     advantages: list[list[np.ndarray]]
     metrics: dict[str, float]
     groups: list[list[Trajectory]] | None = None
+    notes: dict[int, dict] = dataclasses.field(default_factory=dict)
 
 
 EXTRA_TOKENS = "credit/extra_policy_tokens"

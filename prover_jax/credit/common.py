@@ -107,6 +107,22 @@ def select_segment(judge, group: Sequence[Trajectory], p: Any, seed: int) -> tup
     return i, prop, reason
 
 
+NOTED_CONTINUATIONS = 4  # continuations per verified boundary kept in an episode's credit notes
+
+
+def continuation_notes(conts: Sequence[Any]) -> list[dict]:
+    """The first NOTED_CONTINUATIONS continuations as notes (`CreditOutput.notes`): each one's outcome
+    and, for a rollout continuation, the actions it played itself (not the ones it inherited)."""
+    out = []
+    for c in list(conts)[:NOTED_CONTINUATIONS]:
+        note = {"success": bool(c.success)}
+        if isinstance(getattr(c, "turns", None), list):  # a Trajectory (an `Outcome` counts its turns only)
+            start = c.parent[1] if c.parent is not None else 0
+            note["actions"] = [t.action for t in c.turns[start:]]
+        out.append(note)
+    return out
+
+
 def new_policy_tokens(continuation: Any, parent: Trajectory) -> int:
     """Policy tokens a continuation sampled itself: a rollout continuation inherits the parent's
     tokens before its start turn, which verification did not pay for (an `Outcome` has no parent)."""

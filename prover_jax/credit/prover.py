@@ -34,8 +34,8 @@ import numpy as np
 
 from prover_jax.credit.base import (EXTRA_TOKENS, JUDGE_SUMS, CreditOutput, Figure, Merge, Needs, Verifier,
                                     register_credit)
-from prover_jax.credit.common import (grpo_advantages, new_policy_tokens, outcome_scales, rewards, select_segment,
-                                     shortest_success, std_scope)
+from prover_jax.credit.common import (continuation_notes, grpo_advantages, new_policy_tokens, outcome_scales,
+                                     rewards, select_segment, shortest_success, std_scope)
 from prover_jax.credit.overlap import OverlapCredit, Start
 from prover_jax.judges.base import TIMEOUT, Proposal
 from prover_jax.rollout.trajectory import Trajectory
@@ -160,6 +160,7 @@ class ProVer(OverlapCredit):
         reasons = collections.Counter()
         judge_calls = judge_cost = judge_in = judge_out = 0.0
         deltas, lengths, accepted, extra = [], [], 0, 0
+        notes = {}
         for g in sorted(plans):
             i, prop, reason = plans[g]
             judge_calls += prop.calls
@@ -167,6 +168,8 @@ class ProVer(OverlapCredit):
             judge_in += prop.input_tokens
             judge_out += prop.output_tokens
             reasons[reason] += 1
+            note = notes[groups[g][i].uid] = {"method": "prover", "reason": reason, "rationale": prop.rationale,
+                                               "failure_mode": prop.failure_mode}
             if reason != "ok":
                 continue
             (l, rr), (pre, post) = prop.segment, runs[g]
@@ -180,7 +183,10 @@ class ProVer(OverlapCredit):
                 seg = segment_tokens(traj, l, rr)
                 advantages[g][i] = advantages[g][i] + np.float32(bonus) * seg
                 bonus_mass += abs(bonus) * float(seg.sum())
-            accepted += delta > 0 if p.variant != "threshold" else delta > p.threshold
+            ok = bool(delta > 0 if p.variant != "threshold" else delta > p.threshold)
+            accepted += ok
+            note.update(segment=[int(l), int(rr)], delta=float(delta), accepted=ok, bonus=float(bonus),
+                        pre=continuation_notes(pre), post=continuation_notes(post))
         extra += cancelled_tokens  # sampled by speculative continuations, then cancelled: paid for all the same
         batch_tokens = sum(t.num_policy_tokens for group in groups for t in group)
         n_elig = sum(reasons.values())
@@ -206,4 +212,4 @@ class ProVer(OverlapCredit):
         for reason, count in reasons.items():
             if reason != "ok":
                 metrics[f"prover/dropped/{reason}"] = count
-        return CreditOutput(advantages, metrics)
+        return CreditOutput(advantages, metrics, notes=notes)

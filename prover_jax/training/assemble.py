@@ -6,8 +6,9 @@
 `train_batch`: the groups trained on (the credit method's, enlarged when it added episodes, or those
 dynamic sampling kept; else the played ones), their advantages with DAPO's overlong penalty
 (loss.overlong_penalty, `credit.shaping`), and loss.mask_truncated's and dynamic sampling's
-context-only episodes out of the loss (`trained`: the episodes the loss sees); `figures`: the row's
-overlong_penalty (the mean penalty) and `metrics.advantage_metrics` of the trained episodes.
+context-only episodes out of the loss (`trained`: a `Trained`, the groups, their advantages and the
+uids the loss sees); `figures`: the row's overlong_penalty (the mean penalty) and
+`metrics.advantage_metrics` of the trained episodes.
 
 L (the longest episode of any process, padded to train.length_multiple; packed: train.max_tokens_per_row)
 and the row count B (the most any process needs) are agreed with `allgather_json`, so every process
@@ -19,6 +20,7 @@ Returns this process's rows [1, B, L] (numpy, for metrics such as batch_fill) an
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Sequence
 
 import numpy as np
@@ -47,7 +49,17 @@ def global_batch(config, mesh, trajs: Sequence[Trajectory], advantages: Sequence
     return rows, dist.global_batch({k: v[0] for k, v in rows.items()}, mesh, c.train.micro_batch_size)
 
 
-def train_batch(config, mesh, selected) -> tuple[list[Trajectory], dict[str, np.ndarray], dict, dict]:
+@dataclasses.dataclass(frozen=True)
+class Trained:
+    """The step's groups as batched, their advantages as trained on (overlong shaping included), and
+    the uids of the episodes in the loss (the others are context only)."""
+
+    groups: list[list[Trajectory]]
+    advantages: list[list[np.ndarray]]
+    uids: set[int]
+
+
+def train_batch(config, mesh, selected) -> tuple[Trained, dict[str, np.ndarray], dict, dict]:
     c, credit = config, selected.credit
     groups = credit.groups if credit.groups is not None else split_groups(selected.played, c.rollout.group_size)
     over = c.loss.overlong_penalty
@@ -60,4 +72,4 @@ def train_batch(config, mesh, selected) -> tuple[list[Trajectory], dict[str, np.
     rows, batch = global_batch(c, mesh, trajs, flat, trained)
     figures = {"overlong_penalty": overlong,
                **advantage_metrics([t for t, k in zip(trajs, trained) if k], [a for a, k in zip(flat, trained) if k])}
-    return [t for t, k in zip(trajs, trained) if k], rows, batch, figures
+    return Trained(groups, advantages, {t.uid for t, k in zip(trajs, trained) if k}), rows, batch, figures

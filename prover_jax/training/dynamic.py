@@ -137,4 +137,5 @@ def _merged_credit(draws: Sequence[Draw], merge: Merge) -> CreditOutput:
     for k in metrics:
         if k.startswith("time/"):
             metrics[k] = sum(r.get(k, 0.0) for r in rows)
-    return dataclasses.replace(first, metrics=metrics)
+    notes = {uid: note for d in draws for uid, note in d.credit.notes.items()}
+    return dataclasses.replace(first, metrics=metrics, notes=notes)

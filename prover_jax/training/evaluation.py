@@ -45,14 +45,18 @@ def eval_task_count(config, splits: dict, episodes: int | None = None) -> int:
     return n
 
 
-def evaluate(greedy, pool, n: int) -> dict[str, float]:
-    """`eval_metrics` of greedy episodes (rollout `greedy`) on eval tasks 0 .. n-1, over all processes."""
+def evaluate(greedy, pool, n: int, played: list | None = None) -> dict[str, float]:
+    """`eval_metrics` of greedy episodes (rollout `greedy`) on eval tasks 0 .. n-1, over all processes;
+    this process's trajectories are appended to `played` when given."""
     seeds = [split_seed(i, "eval") for i in range(n)]
     lo, hi = dist.uneven_share(len(seeds))
     mine = seeds[lo:hi]
     results = []
     for i in range(0, len(mine), pool.num_envs):
-        results += [[bool(t.success), float(t.score)] for t in greedy.run(pool, mine[i:i + pool.num_envs])]
+        trajs = greedy.run(pool, mine[i:i + pool.num_envs])
+        results += [[bool(t.success), float(t.score)] for t in trajs]
+        if played is not None:
+            played += trajs
     every = [r for part in dist.allgather_json(results) for r in part]
     return eval_metrics([s for s, _ in every], [x for _, x in every])
 

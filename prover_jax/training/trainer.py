@@ -37,7 +37,7 @@ from flax import nnx
 from prover_jax import distributed as dist
 from prover_jax.credit import COMMON_METRICS
 from prover_jax.models import save_hf
-from prover_jax.training import assemble, dynamic, evaluation, sft
+from prover_jax.training import assemble, dynamic, episodes, evaluation, sft
 from prover_jax.training.checkpoints import restore_reference
 from prover_jax.training.metrics import CompileCounter, episode_metrics, merge_rows
 from prover_jax.training.optim import with_configured_hyperparams
@@ -168,6 +168,10 @@ class Trainer:
             chosen, _ = self._collect()
         t0 = time.perf_counter()
         trained, rows, batch, figures = assemble.train_batch(c, run.mesh, chosen)
+        if c.train.dump_episodes:  # the records of the episodes as played and credited, before the update
+            episodes.write(run.root, f"step_{self.step + 1}", episodes.step_records(
+                trained.groups, trained.advantages, chosen.credit.notes, run.tokenizer, c.train.dump_episodes,
+                trained.uids), c.train.dump_episodes)
         if c.loss.kl_coef > 0:
             if self.ref_params is None:  # the first RL step of the run: the policy RL starts from
                 self.ref_params = jax.tree.map(jnp.copy, run.policy.weights(self.state.params))
@@ -189,7 +193,7 @@ class Trainer:
         update_s = time.perf_counter() - t0 - overlap_s
         self._count_skips(applied=self.step > before)
         row = {"step": before + 1, "applied": self.step > before, "tasks": chosen.seeds,
-               **episode_metrics(chosen.played), "trained_episodes": len(trained), **m, **figures,
+               **episode_metrics(chosen.played), "trained_episodes": len(trained.uids), **m, **figures,
                "batch_fill": float(rows["valid"].mean()),  # real tokens / batch positions (this process's rows)
                "time/update_s": update_s, "time/step_s": time.perf_counter() - t_step,
                "compiles": self.compiles.take()}
@@ -218,9 +222,16 @@ class Trainer:
     def eval_task_count(self, episodes: int | None = None) -> int:
         return evaluation.eval_task_count(self.config, self.run.task_splits, episodes)
 
-    def evaluate(self, episodes: int | None = None) -> dict[str, float]:
-        """Greedy success and score on held-out eval tasks (`evaluation.evaluate`)."""
-        return evaluation.evaluate(self.run.greedy, self.run.pool, self.eval_task_count(episodes))
+    def evaluate(self, count: int | None = None) -> dict[str, float]:
+        """Greedy success and score on `count` held-out eval tasks (`evaluation.evaluate`); with
+        train.dump_episodes = N, the first N episodes go to W/episodes/eval_<step>.jsonl."""
+        n, played = self.config.train.dump_episodes, []
+        row = evaluation.evaluate(self.run.greedy, self.run.pool, self.eval_task_count(count),
+                                  played if n else None)
+        if n:
+            episodes.write(self.run.root, f"eval_{self.step}", episodes.eval_records(played, self.run.tokenizer, n),
+                           n)
+        return row
 
     def run_sft(self, progress: bool = False, demos: list | None = None) -> dict:
         """The SFT warm start (sft.warm_start) on `demos`, by default the demonstrator's episodes."""

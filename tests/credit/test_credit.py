@@ -180,3 +180,22 @@ def test_verification_is_unbiased_against_exact_dp():
     mean, se = np.mean(deltas), np.std(deltas, ddof=1) / np.sqrt(reps)
     assert abs(mean - exact) < 3.5 * se + 1e-9, (mean, exact, se)
     assert se > 0
+
+
+def test_prover_notes_the_segment_it_verified():
+    """CreditOutput.notes: the judged success's uid -> the segment, delta, acceptance, bonus and the
+    continuations (outcomes, capped at NOTED_CONTINUATIONS per boundary); a dropped proposal notes its reason."""
+    from prover_jax.credit.common import NOTED_CONTINUATIONS
+    win = fake_traj(5, True, 0)
+    group = [win] + [fake_traj(6, False, i) for i in range(1, 8)]
+    out = make_credit("prover", credit_config(k=8), judge=FixedJudge((1, 2)),
+                      verifier=FixedVerifier(0.25, 0.75)).assign([group])
+    note = out.notes[win.uid]
+    assert set(out.notes) == {win.uid}
+    assert note["segment"] == [1, 2] and note["accepted"] and note["delta"] == pytest.approx(0.5)
+    assert note["bonus"] == pytest.approx(0.5) and note["reason"] == "ok"
+    assert len(note["pre"]) == len(note["post"]) == NOTED_CONTINUATIONS
+    assert [c["success"] for c in note["pre"]] == [True, True, False, False]
+    dropped = make_credit("prover", credit_config(k=2), judge=FixedJudge((3, 4)),
+                          verifier=FixedVerifier(0, 1)).assign([group])
+    assert dropped.notes[win.uid]["reason"] == "terminal" and "segment" not in dropped.notes[win.uid]

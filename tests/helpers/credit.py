@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import types
-
 import numpy as np
 
+from prover_jax.judges.base import Proposal
 from prover_jax.rollout.trajectory import DONE, Trajectory, Turn
 from prover_jax.training.config import default_config
 
@@ -37,8 +36,8 @@ class FixedJudge:
 
     def propose(self, success, failures, *, max_segment_turns, rng):
         self.seen.append((success.uid, [f.uid for f in failures]))
-        return types.SimpleNamespace(segment=self.segment, reason=self.reason, calls=1, cost_usd=0.01,
-                                     input_tokens=100, output_tokens=10)
+        return Proposal(segment=self.segment, reason=self.reason, calls=1, cost_usd=0.01, input_tokens=100,
+                        output_tokens=10)
 
 
 def credit_config(**prover):
