@@ -1,4 +1,5 @@
-"""The agent's conversation as an append-only token sequence (ChatML layout by default).
+"""The agent's conversation as an append-only token sequence (ChatML layout by default; the checkpoint's
+own template with rollout.chat_template=auto, `rollout.template`).
 
     tokens = opening(system, task)                 <|im_start|>system\\n{system}<|im_end|>\\n
                                                    <|im_start|>user\\n{task}<|im_end|>\\n
@@ -30,14 +31,30 @@ class Tokenizer(Protocol):
 
 @dataclasses.dataclass(frozen=True)
 class ChatTemplate:
-    """Role markers of the conversation (defaults: Qwen's ChatML). `end` also ends a response: its
-    token id is an EOS of every policy turn."""
+    """Role markers of the conversation (defaults: Qwen's ChatML; `template.derive` reads them from a
+    checkpoint's own template). `end` also ends a response: its token id is an EOS of every policy
+    turn. `assistant` is the whole generation prompt (a think block opened or skipped included).
+    think_end: non-empty when the policy reasons first: its response is `reasoning think_end answer`;
+    think_skip: the empty reasoning, closed, that starts an expert's response then."""
 
     system: str = "<|im_start|>system\n"
     user: str = "<|im_start|>user\n"
     assistant: str = "<|im_start|>assistant\n"
     end: str = "<|im_end|>"
     newline: str = "\n"
+    think_end: str = ""
+    think_skip: str = ""
+
+    def answer(self, response: str) -> str:
+        """What the env acts on: the response after its reasoning ("" when the reasoning never closed)."""
+        if not self.think_end:
+            return response
+        head, found, tail = response.rpartition(self.think_end)
+        return tail.lstrip() if found else ""
+
+    def expert(self, action_text: str) -> str:
+        """An expert's response (no reasoning) as the policy would write it."""
+        return self.think_skip + action_text
 
     def opening(self, system_prompt: str, task: str) -> str:
         return (f"{self.system}{system_prompt}{self.end}{self.newline}{self.user}{task}{self.end}"

@@ -196,7 +196,7 @@ class Rollout:
         for ep, text in zip(episodes, responses):
             if text is None:
                 raise RuntimeError(f"env {ep.env} ({pool.name}) has no expert action in this state")
-            tokens = self.encode(text)
+            tokens = self.encode(self.config.template.expert(text))
             out.append((ep, Completion(tokens, [0.0] * len(tokens), STOP, None)))
         return out
 

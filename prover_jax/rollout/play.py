@@ -159,7 +159,7 @@ again (`cancel_continuations`).
         for pairs in by_pool.values():
             pool = pairs[0][0].pool
             spec = pool.prompt
-            steps = pool.act({ep.env: ro.tokenizer.decode(c.tokens) for ep, c in pairs})
+            steps = pool.act({ep.env: ro.config.template.answer(ro.tokenizer.decode(c.tokens)) for ep, c in pairs})
             for ep, c in pairs:
                 nxt = ro._record(ep, c, steps[ep.env], spec)
                 if nxt is None:

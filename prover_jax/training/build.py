@@ -25,6 +25,7 @@ from flax import nnx
 from prover_jax import distributed as dist
 from prover_jax.models import DEFAULT_FAMILY, Family, family, family_for, hf_folder, read_config
 from prover_jax.rollout import RolloutConfig, env_corpus, load_tokenizer, train_tokenizer
+from prover_jax.rollout.template import resolve as chat_layout
 from prover_jax.sampling import Engine, SamplingParams
 from prover_jax.sampling.loader import load_model
 from prover_jax.training.workdir import local_copy, save_folder
@@ -77,14 +78,16 @@ def env_kwargs(config) -> dict:
     return dict(kw.to_dict() if hasattr(kw, "to_dict") else kw)
 
 
-def rollout_config(config, sampling: SamplingParams, keep_contexts: bool = False) -> RolloutConfig:
+def rollout_config(config, sampling: SamplingParams, keep_contexts: bool = False, tokenizer=None) -> RolloutConfig:
     """keep_contexts: per-turn caches kept for continuations (`Needs.contexts`), within
-    rollout.context_budget_mb."""
+    rollout.context_budget_mb; tokenizer: whose chat template rollout.chat_template=auto follows (None:
+    ChatML, as for a tokenizer still to be trained)."""
     r = config.rollout
     return RolloutConfig(sampling=sampling, max_action_tokens=r.max_action_tokens,
                          max_turns=r.max_turns or None, seed=config.seed, system_prompt=r.system_prompt or None,
                          max_invalid=r.max_invalid_actions,
-                         context_budget_mb=r.context_budget_mb if keep_contexts else 0.0)
+                         context_budget_mb=r.context_budget_mb if keep_contexts else 0.0,
+                         template=chat_layout(r.chat_template, r.enable_thinking, tokenizer))
 
 
 def tokenizer(config, root, primary: bool):

@@ -93,6 +93,10 @@ def default_config() -> ml_collections.ConfigDict:
     c.rollout.max_action_tokens = 48  # token budget of one response
     c.rollout.max_turns = 0  # 0: the family's own turn limit
     c.rollout.max_invalid_actions = 0  # > 0: an episode ends, unsuccessful, at its n-th inadmissible action
+    # the conversation's layout (rollout/template.py): auto = the checkpoint's own chat template (ChatML for a
+    # tokenizer without one, e.g. a built-in trained one) | chatml; history is kept append-only
+    c.rollout.chat_template = "auto"
+    c.rollout.enable_thinking = False  # the generation prompt opens a think block (the template's own; auto only)
     c.rollout.system_prompt = ""  # "": the family's own system prompt; else this text replaces it
     c.rollout.max_concurrent_decodes = 32  # engine slots
     # row counts a batched prefill and an insert are padded to, each compiled once: () = 1, 2, 4, ... up

@@ -72,7 +72,8 @@ def describe(r: dict, colour: bool, whole_text: bool) -> str:
         lines.append("   credit: " + ", ".join(f"{k}={v}" for k, v in r["credit"].items() if k not in ("pre", "post")))
         for side in ("pre", "post"):
             for c in r["credit"].get(side, []):
-                lines.append(f"     {side}: {'success' if c['success'] else 'failed '}  {' | '.join(map(str, c.get('actions', [])))}")
+                actions = " | ".join(map(str, c.get("actions", [])))
+                lines.append(f"     {side}: {'success' if c['success'] else 'failed '}  {actions}")
     if whole_text:
         lines.append(marked(r["text"], [t["span"] for t in r["turns"]], colour))
         return "\n".join(lines)

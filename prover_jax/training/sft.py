@@ -98,7 +98,7 @@ def warm_start(run, params, cfg, progress: bool = False, demos: list | None = No
     c = run.config
     t0 = time.perf_counter()
     if demos is None:
-        expert = Rollout(None, run.tokenizer, rollout_config(c, SamplingParams()))
+        expert = Rollout(None, run.tokenizer, rollout_config(c, SamplingParams(), tokenizer=run.tokenizer))
         seeds = list(range(c.env.train_seed_start, c.env.train_seed_start + cfg.episodes))
         demos = demonstrations(expert, run.pool, seeds, c.rollout.max_target_length, cfg.successes_only)
     if not demos:

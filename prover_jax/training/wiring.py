@@ -211,8 +211,8 @@ def build(config, workdir: str) -> Run:
     lo, hi = dist.share(r.groups_per_step)
     needs = credit_class(c.credit.method).needs(c.credit, groups=hi - lo, group_size=r.group_size)
     sampling = SamplingParams(temperature=r.temperature, top_k=r.top_k, top_p=r.top_p)
-    rollout = Rollout(driver, tokenizer, pieces.rollout_config(c, sampling, keep_contexts=needs.contexts))
-    greedy = Rollout(driver, tokenizer, pieces.rollout_config(c, SamplingParams()))
+    rollout = Rollout(driver, tokenizer, pieces.rollout_config(c, sampling, keep_contexts=needs.contexts, tokenizer=tokenizer))
+    greedy = Rollout(driver, tokenizer, pieces.rollout_config(c, SamplingParams(), tokenizer=tokenizer))
 
     # envs and credit
     env_kw = pieces.env_kwargs(c)

@@ -78,7 +78,7 @@ def task_seeds(t: Trainer) -> list[int]:
 def torn_demonstrations(t: Trainer, wrong_copies: int) -> list:
     """The expert's episode of each training task and `wrong_copies` of the confused demonstrator's."""
     c, seeds = t.config, task_seeds(t)
-    expert = Rollout(None, t.run.tokenizer, rollout_config(t.config, SamplingParams()))
+    expert = Rollout(None, t.run.tokenizer, rollout_config(t.config, SamplingParams(), tokenizer=t.run.tokenizer))
     confused = EnvPool(c.env.name, len(seeds), {**c.env.kwargs, "demo_confusion": 1.0})
     try:
         wrong = sft.demonstrations(expert, confused, seeds, c.rollout.max_target_length, successes_only=False)

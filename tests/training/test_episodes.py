@@ -73,7 +73,8 @@ def test_episode_order_puts_noted_episodes_first_then_round_robin():
 
 
 def record(success, seed=7):
-    return {"task": "put a hot apple in fridge 1.", "seed": seed, "uid": 3, "success": success, "reward": float(success),
+    return {"task": "put a hot apple in fridge 1.", "seed": seed, "uid": 3, "success": success,
+            "reward": float(success),
             "termination": "done" if success else "turn_limit", "text": "<p>go to fridge 1<o>ok",
             "turns": [{"action": "go to fridge 1", "response": "go to fridge 1", "observation": "ok", "valid": True,
                        "reward": 0.0, "policy_tokens": 4, "advantage": 0.25, "span": [3, 17]}],

@@ -1,6 +1,6 @@
 """RL on Qwen3.5's real vocabulary (tests/helpers/qwen_vocab.py): a tiny random Qwen3.5 with the
-248,320-row embedding plays household episodes in the chat layout, each turn a sampled reply that stops
-at `<|im_end|>` (or the action budget), and one RL step with `train.logprob_chunk` computes the same
+248,320-row embedding plays household episodes in its checkpoint's chat layout (the template's generation
+prompt, thinking off), each turn a sampled reply that stops at `<|im_end|>` (or the action budget), and one RL step with `train.logprob_chunk` computes the same
 log-probs as the sampler recorded, on the very ids it sampled (token in, token out), and moves the
 weights."""
 
@@ -47,7 +47,8 @@ def test_episodes_in_the_chat_layout_stop_at_im_end(trainer):
             reply = traj.tokens[turn.start:turn.end]
             assert all(traj.policy_mask[turn.start:turn.end]) and reply
             opening = t.run.tokenizer.decode(traj.tokens[:turn.start])
-            assert opening.endswith("<|im_start|>assistant\n"), opening[-80:]
+            # rollout.chat_template=auto: the checkpoint's generation prompt, thinking off (an empty think block)
+            assert opening.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n"), opening[-80:]
             assert IM_END not in reply[:-1]
             assert reply[-1] == IM_END or len(reply) == t.config.rollout.max_action_tokens, turn
 
