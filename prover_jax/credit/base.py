@@ -112,6 +112,8 @@ class Needs:
     merge: how its metrics combine over processes and draws (`Merge`).
     contexts: continuations start after turn 0, so the rollout keeps each turn's cache for them
         (rollout.context_budget_mb) and they prefill only the observation before their turn.
+    several_turns: the method credits parts of an episode between its turns (segments, cut points,
+        step-level groups); the trainer refuses it on an env whose episodes are one turn.
     """
 
     judge: bool = False
@@ -123,6 +125,7 @@ class Needs:
     headline: tuple[Figure, ...] = ()
     contexts: bool = False
     merge: Merge = Merge()
+    several_turns: bool = False
 
 
 # old config fields -> where they live now; a config that still sets one is refused by the new name

@@ -114,7 +114,7 @@ class GiGPO(CreditMethod):
 
     @classmethod
     def needs(cls, config: Any, groups: int, group_size: int) -> Needs:
-        return Needs(metrics=METRICS, merge=MERGE)
+        return Needs(metrics=METRICS, merge=MERGE, several_turns=True)
 
     def assign(self, groups: Sequence[Sequence[Trajectory]]) -> CreditOutput:
         out, sizes, turns, anchored, abs_sum, fallback = [], [], 0, 0, 0.0, 0

@@ -119,7 +119,7 @@ class ProVer(OverlapCredit):
         k = config.prover.k
         return Needs(judge=True, verifier=True, verify_envs=min(2 * groups * k, max(groups * group_size, k)),
                      metrics=METRICS, headline=cls.headline, contexts=True,
-                     merge=MERGE)
+                     merge=MERGE, several_turns=True)
 
     def begin_step(self) -> None:
         self.judge.begin_step()

@@ -86,7 +86,7 @@ class SPOChain(OverlapCredit):
     def needs(cls, config: Any, groups: int, group_size: int) -> Needs:
         k = int(config.spo_chain.k)
         return Needs(verifier=True, verify_envs=max(groups * group_size, k), metrics=METRICS, headline=cls.headline,
-                     contexts=True, merge=MERGE)
+                     contexts=True, merge=MERGE, several_turns=True)
 
     def picks_success(self) -> bool:
         return self.config.spo_chain.trajectories == "one"

@@ -14,6 +14,7 @@ share no term with the query never returned. `bm25s` is imported lazily.
 
 from __future__ import annotations
 
+import json
 import re
 import string
 import unicodedata
@@ -110,3 +111,26 @@ class BM25Index:
         import bm25s
 
         return cls(bm25s.BM25.load(directory, mmap=True, show_progress=False, verbosity=0), tokenizer)
+
+
+def json_records(text: str, path: str, error: type[ValueError] = ValueError) -> list[tuple[str, object]]:
+    """[(where, record)] of a JSON file holding a list, or of JSONL (one value a line; blank lines skipped):
+    `where` names the record ("<path>: record i" / "<path>: line n") for the caller's messages; `error`
+    (naming the path and line) when the text is not valid JSON."""
+    if text.lstrip().startswith("[") or path.endswith(".json"):
+        try:
+            records = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise error(f"{path}: not valid JSON ({e})") from None
+        if not isinstance(records, list):
+            raise error(f"{path}: a JSON file here must hold a list of records")
+        return [(f"{path}: record {i}", r) for i, r in enumerate(records)]
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append((f"{path}: line {n}", json.loads(line)))
+        except json.JSONDecodeError as e:
+            raise error(f"{path}: line {n}: not valid JSON ({e.msg})") from None
+    return out

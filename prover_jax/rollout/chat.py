@@ -68,11 +68,12 @@ class ChatTemplate:
 
 
 def observation_text(obs: str, info: dict, show_admissible: bool, turn: int, max_turns: int) -> str:
-    """What the agent reads after a turn: the observation, the turn count, and (for families that
-    list them) the admissible actions."""
+    """What the agent reads after a turn: the observation, the turn count (not for a one-turn task), and
+    (for families that list them) the admissible actions."""
     parts = [obs.strip()]
     admissible = info.get("admissible") if show_admissible else None
     if admissible:
         parts.append("Admissible actions: " + ", ".join(admissible) + ".")
-    parts.append(f"[turn {turn + 1} of {max_turns}]")
+    if max_turns > 1:
+        parts.append(f"[turn {turn + 1} of {max_turns}]")
     return "\n".join(parts)

@@ -211,12 +211,17 @@ def build(config, workdir: str) -> Run:
     lo, hi = dist.share(r.groups_per_step)
     needs = credit_class(c.credit.method).needs(c.credit, groups=hi - lo, group_size=r.group_size)
     sampling = SamplingParams(temperature=r.temperature, top_k=r.top_k, top_p=r.top_p)
-    rollout = Rollout(driver, tokenizer, pieces.rollout_config(c, sampling, keep_contexts=needs.contexts, tokenizer=tokenizer))
+    rollout = Rollout(driver, tokenizer,
+                      pieces.rollout_config(c, sampling, keep_contexts=needs.contexts, tokenizer=tokenizer))
     greedy = Rollout(driver, tokenizer, pieces.rollout_config(c, SamplingParams(), tokenizer=tokenizer))
 
     # envs and credit
     env_kw = pieces.env_kwargs(c)
     pool = EnvPool(c.env.name, (hi - lo) * r.group_size, env_kw, processes=c.env.processes)
+    if needs.several_turns and (r.max_turns or pool.prompt.max_turns) < 2:
+        pool.close()
+        raise ValueError(f"credit.method={c.credit.method} credits parts of an episode between its turns; env "
+                         f"{c.env.name!r} (env.name) plays one turn per episode: use grpo, budget_grpo or critic")
     if c.train.precompile:  # a row's policy tokens: its episodes' turns x max_action_tokens at most
         turns = r.max_turns or pool.prompt.max_turns
         precompile(c, mesh, train_step, state, policy.frozen, logprob_pass=logprob_pass,

@@ -40,7 +40,7 @@ from prover_jax.envs.base import register, split_seed
 from prover_jax.envs.searchqa.env import SearchQABase
 from prover_jax.envs.searchqa.retrieval import HttpRetriever, RetrievalError, default_index_dir
 from prover_jax.envs.splits import EVAL_FRACTION, IndexSplit, digest
-from prover_jax.envs.text import BM25Index, normalize, tokenize
+from prover_jax.envs.text import BM25Index, json_records, normalize, tokenize
 
 _CACHE_VERSION = 1
 
@@ -96,24 +96,7 @@ def load_qa(path: str) -> list[tuple[str, tuple[str, ...]]]:
             text = f.read()
     except (OSError, UnicodeDecodeError) as e:
         raise DataError(f"{path}: cannot read the QA file ({e})") from None
-    items: list[tuple[str, tuple[str, ...]]] = []
-    if text.lstrip().startswith("[") or path.endswith(".json"):
-        try:
-            records = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise DataError(f"{path}: not valid JSON ({e})") from None
-        if not isinstance(records, list):
-            raise DataError(f"{path}: a JSON QA file must hold a list of records")
-        items = [_qa_record(r, f"{path}: record {i}") for i, r in enumerate(records)]
-    else:
-        for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{path}: line {n}: not valid JSON ({e.msg})") from None
-            items.append(_qa_record(record, f"{path}: line {n}"))
+    items = [_qa_record(record, where) for where, record in json_records(text, path, DataError)]
     if not items:
         raise DataError(f"{path}: the QA file holds no questions")
     _QA_CACHE[key] = items
