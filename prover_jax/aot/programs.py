@@ -27,11 +27,11 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from prover_jax.models import family_for
 from prover_jax.sharding import make_mesh, tree_shardings
+from prover_jax.training.build import DTYPES, logprob_pass, reference_is_base, update_program, uses_logprob_pass
 
 FNS = ("train_step", "logprob", "generate", "prefill", "judge_generate", "judge_prefill")
 JUDGE_FNS = ("judge_generate", "judge_prefill")
 PREFILL_ROWS = 8  # one group's prompts (the driver admits a group at a time)
-DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
 
 @dataclasses.dataclass
@@ -127,13 +127,6 @@ def _opt_state(optimizer, params, mesh):
     return jax.tree.map(place, abstract, is_leaf=is_param_tree)
 
 
-def uses_logprob_pass(config) -> bool:
-    """A run of `config` scores each batch before the update: under the reference policy
-    (loss.kl_coef > 0) or the proximal one (`training.step.proximal_pass`)."""
-    from prover_jax.training.step import proximal_pass
-    return config.loss.kl_coef > 0 or proximal_pass(config)
-
-
 def train_batch(config, mesh: Mesh) -> dict:
     """The largest train batch a run of `config` builds, abstract: one episode per row
     (rollout.groups_per_step x group_size rows; packing only lowers the row count), L =
@@ -191,7 +184,7 @@ def per_chip_bytes(tree) -> float:
 
 def train_program(config, mesh: Mesh) -> Program:
     from prover_jax.training.optim import make_optimizer
-    from prover_jax.training.step import TrainState, grpo_objective, make_train_step
+    from prover_jax.training.step import TrainState
 
     c = config
     cfg = model_config(c)
@@ -206,9 +199,7 @@ def train_program(config, mesh: Mesh) -> Program:
                        step=jax.ShapeDtypeStruct((), jnp.int32, sharding=replicated))
     batch = train_batch(c, mesh)
     M, mb, L = batch["tokens"].shape
-    step = make_train_step(graphdef, grpo_objective(c.loss, c.rollout.max_target_length), optimizer, mesh=mesh,
-                           logprob_chunk=c.train.logprob_chunk or None, epochs=c.train.ppo_epochs,
-                           mini_batches=c.train.mini_batches, skip_zero_grad=c.optim.skip_zero_grad)
+    step = update_program(c, mesh, graphdef, optimizer)  # the trainer's own (training.build)
     tokens = M * mb * L
     # forward 2N, backward 2N for the activations' gradients and 2N for the weights' (none for a frozen
     # base: LoRA's adapters are a rounding error); attention forward + backward 3x
@@ -223,25 +214,23 @@ def train_program(config, mesh: Mesh) -> Program:
 
 
 def logprob_program(config, mesh: Mesh) -> Program:
-    """The trainer's log-prob pass (`make_batch_logprob_fn`) on `train_batch`'s rows."""
-    from prover_jax.training.logprobs import LOGPROB_KEYS, make_batch_logprob_fn
+    """The trainer's log-prob pass (training.build.logprob_pass) on `train_batch`'s rows."""
 
     c = config
     cfg = model_config(c)
     graphdef, params, runtime = _policy_params(c, mesh)
-    batch = train_batch(c, mesh)
-    rows = {k: batch[k] for k in LOGPROB_KEYS if k in batch}
+    pass_ = logprob_pass(c, graphdef, mesh)
+    rows = pass_.rows(train_batch(c, mesh))
     M, mb, L = rows["tokens"].shape
-    fn = make_batch_logprob_fn(graphdef, logprob_chunk=c.train.logprob_chunk or None,
-                               out_sharding=rows["tokens"].sharding)
+    fn = pass_.program(rows)
     tokens = M * mb * L
     per_token = 2.0 * matmul_params(cfg) + attention_flops_per_token(cfg, L // 2)
     kernel = 0.0
     if runtime.attention in ("splash", "cudnn"):
         kernel = full_attention_flops_per_token(cfg, L // 2) * tokens
     params_bytes = per_chip_bytes(params)
-    # the reference is a second copy of the policy, except under LoRA without SFT: the frozen base itself
-    second_copy = c.loss.kl_coef > 0 and not (c.model.lora.rank > 0 and c.sft.steps == 0)
+    # the reference is a second copy of the policy, except where it is the frozen LoRA base itself
+    second_copy = c.loss.kl_coef > 0 and not reference_is_base(c, lora=c.model.lora.rank > 0)
     return Program("logprob", fn, (params, rows), mesh, tokens, per_token * tokens, kernel,
                    params_bytes=params_bytes, resident_bytes=params_bytes if second_copy else 0.0)
 
@@ -331,6 +320,9 @@ def programs(config, devices, fns=None) -> list[Program]:
     if set(fns) & set(JUDGE_FNS) and not serves_judge(config):
         raise ValueError(f"--fn {sorted(set(fns) & set(JUDGE_FNS))}: the config serves no judge "
                          f"(set judge.serve.model or judge.serve.size)")
+    if "logprob" in fns and not uses_logprob_pass(config):
+        raise ValueError("--fn logprob: a run of this config has no log-prob pass (set loss.kl_coef > 0, or "
+                         "rollout.off_policy_steps = 1 with loss.tis_cap > 0)")
     shape = (config.mesh.data, config.mesh.fsdp, config.mesh.tensor)
     fixed = math.prod(s for s in shape if s != -1)
     if (-1 in shape and len(devices) % fixed) or (-1 not in shape and fixed != len(devices)):

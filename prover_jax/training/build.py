@@ -28,6 +28,8 @@ from prover_jax.rollout import RolloutConfig, env_corpus, load_tokenizer, train_
 from prover_jax.rollout.template import resolve as chat_layout
 from prover_jax.sampling import Engine, SamplingParams
 from prover_jax.sampling.loader import load_model
+from prover_jax.training.logprobs import LogprobPass
+from prover_jax.training.step import grpo_objective, make_train_step, proximal_pass
 from prover_jax.training.workdir import local_copy, save_folder
 
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
@@ -122,6 +124,36 @@ def model(config, mesh, tok) -> nnx.Module:
         raise ValueError(f"tokenizer has {len(tok)} tokens; model {c.model.size!r} only {cfg.vocab_size}")
     net = fam.model_class(cfg, rngs=nnx.Rngs(c.seed), dtype=dtype, param_dtype=pdtype)
     return fam.shard_model(net, mesh)
+
+
+def update_program(config, mesh, graphdef, optimizer):
+    """The run's jitted RL update (`step.make_train_step`): GRPO's objective from the loss section, the
+    micro-batches, PPO epochs and mini-batches, log-prob chunks and the zero-gradient rule. The trainer
+    (wiring) and prover-aot build it here, so what prover-aot measures is what training runs."""
+    c = config
+    return make_train_step(graphdef, grpo_objective(c.loss, c.rollout.max_target_length), optimizer, mesh=mesh,
+                           logprob_chunk=c.train.logprob_chunk or None, epochs=c.train.ppo_epochs,
+                           mini_batches=c.train.mini_batches, skip_zero_grad=c.optim.skip_zero_grad)
+
+
+def logprob_pass(config, graphdef, mesh) -> LogprobPass | None:
+    """The reference / proximal log-prob pass of a run (`logprobs.LogprobPass` on the plain policy's
+    graphdef), None when its loss takes neither (`uses_logprob_pass`)."""
+    if not uses_logprob_pass(config):
+        return None
+    return LogprobPass(graphdef, mesh, logprob_chunk=config.train.logprob_chunk or None)
+
+
+def uses_logprob_pass(config) -> bool:
+    """A run scores each batch before the update: under the reference policy (loss.kl_coef > 0) or the
+    proximal one (`step.proximal_pass`)."""
+    return config.loss.kl_coef > 0 or proximal_pass(config)
+
+
+def reference_is_base(config, lora: bool) -> bool:
+    """The KL reference is the frozen LoRA base itself, no second copy of the weights: LoRA without SFT
+    (RL starts from the base). Otherwise the reference is the policy RL starts from, copied once."""
+    return config.loss.kl_coef > 0 and lora and config.sft.steps == 0
 
 
 def eos_ids(config, net, tok) -> tuple[int, ...]:

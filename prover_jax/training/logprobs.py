@@ -51,9 +51,18 @@ class LogprobPass:
         self._jitted: dict = {}  # rows' (key, shape, dtype) -> jax.jit program
         self._compiled: dict = {}  # the same keys -> executables from precompile
 
+    @staticmethod
+    def rows(batch) -> dict:
+        """The batch keys the pass reads."""
+        return {k: batch[k] for k in LOGPROB_KEYS if k in batch}
+
     def _rows(self, batch):
-        rows = {k: batch[k] for k in LOGPROB_KEYS if k in batch}
+        rows = self.rows(batch)
         return rows, tuple((k, tuple(v.shape), str(v.dtype)) for k, v in sorted(rows.items()))
+
+    def program(self, rows):
+        """The jitted pass for rows of these shapes (one program per shape set, reused)."""
+        return self._fn(self._rows(rows)[1], rows)
 
     def _fn(self, key, rows):
         from prover_jax.distributed.arrays import batch_sharding

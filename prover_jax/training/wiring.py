@@ -41,8 +41,7 @@ from prover_jax.training.checkpoints import Checkpoints
 from prover_jax.training.loss import check_sampling
 from prover_jax.training.optim import make_optimizer
 from prover_jax.training.logprobs import LogprobPass
-from prover_jax.training.step import (TrainState, abstract_batch, grpo_objective, init_train_state, make_train_step,
-                                      proximal_pass)
+from prover_jax.training.step import TrainState, abstract_batch, init_train_state, proximal_pass
 from prover_jax.training.workdir import workdir_path
 
 
@@ -195,11 +194,8 @@ def build(config, workdir: str) -> Run:
         pieces.write_model_dir(root / MODEL_DIR, model, tokenizer, policy.lora, c.model.path)
     optimizer = make_optimizer(c.optim)
     state = dist.globalize(init_train_state(model, optimizer, params=trainable), mesh)
-    train_step = make_train_step(policy.graphdef, grpo_objective(c.loss, c.rollout.max_target_length), optimizer, mesh=mesh,
-                                 logprob_chunk=c.train.logprob_chunk or None, epochs=c.train.ppo_epochs,
-                                 mini_batches=c.train.mini_batches, skip_zero_grad=c.optim.skip_zero_grad)
-    logprob_pass = (LogprobPass(policy.plain, mesh, logprob_chunk=c.train.logprob_chunk or None)
-                    if c.loss.kl_coef > 0 or proximal_pass(c) else None)
+    train_step = pieces.update_program(c, mesh, policy.graphdef, optimizer)
+    logprob_pass = pieces.logprob_pass(c, policy.plain, mesh)
 
     # sampling: this host's engine decodes from a copy of the train weights
     r = c.rollout
@@ -249,7 +245,7 @@ def build(config, workdir: str) -> Run:
     tasks = iter(seeds.shuffle(seed=c.seed).repeat().batch(r.groups_per_step))
 
     # checkpoints; the KL reference is checkpointed once, in W/reference (unless it is the LoRA base)
-    base_is_ref = policy.lora is not None and c.sft.steps == 0
+    base_is_ref = pieces.reference_is_base(c, lora=policy.lora is not None)
     ref_ckpts = Checkpoints(root / "reference", keep=1) if c.loss.kl_coef > 0 and not base_is_ref else None
     return Run(config=c, root=root, primary=primary, mesh=mesh, tokenizer=tokenizer, policy=policy,
                initial_state=state, train_step=train_step, logprob_pass=logprob_pass, engine=engine, sync=sync,

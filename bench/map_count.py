@@ -1,0 +1,88 @@
+"""Where a trainer's memory mappings come from: /proc/self/maps counted as one process builds a trainer,
+compiles its programs and runs RL steps, split by kind, and what freeing the compiled programs returns.
+
+    python bench/map_count.py [--workdir=runs/bench_map_count] [--steps=3] [--config=configs/demo.py]
+
+Each row: the stage, the mappings held (and the delta), the executable anonymous mappings (JIT code:
+XLA:CPU maps each compiled program's kernels itself), the other anonymous ones and the file-backed ones.
+The last line is one JSON object with every row. Linux only (/proc/self/maps).
+"""
+
+from __future__ import annotations
+
+import collections
+import gc
+import json
+import os
+import shutil
+import sys
+
+from absl import app, flags
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("workdir", "runs/bench_map_count", "Run folder (deleted first).")
+flags.DEFINE_string("config", "configs/demo.py", "Trainer config.")
+flags.DEFINE_integer("steps", 3, "RL steps.")
+
+
+def maps() -> dict[str, int]:
+    """Mappings of this process by kind: exec_anon (r-x, no file: JIT code), anon (other, no file),
+    file (backed by a file: libraries, mmapped data)."""
+    kinds = collections.Counter()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split()
+            perms, path = parts[1], parts[5] if len(parts) > 5 else ""
+            if path and not path.startswith("["):
+                kinds["file"] += 1
+            elif "x" in perms:
+                kinds["exec_anon"] += 1
+            else:
+                kinds["anon"] += 1
+    kinds["total"] = sum(kinds.values())
+    return dict(kinds)
+
+
+def main(argv):
+    del argv
+    rows = []
+
+    def note(stage):
+        m = maps()
+        prev = rows[-1]["total"] if rows else 0
+        rows.append({"stage": stage, **m, "delta": m["total"] - prev})
+        print(f"{stage:<34} {m['total']:>7} ({m['total'] - prev:+6}) exec_anon {m.get('exec_anon', 0):>6} "
+              f"anon {m.get('anon', 0):>6} file {m.get('file', 0):>5}", flush=True)
+
+    note("start")
+    import jax
+    from prover_jax.training.config import load_config_file
+    from prover_jax.training.trainer import Trainer
+    jax.devices()
+    note("jax imported, backend up")
+    c = load_config_file(FLAGS.config)
+    c.sft.steps = 0
+    c.train.steps = FLAGS.steps
+    c.train.tensorboard = False
+    shutil.rmtree(FLAGS.workdir, ignore_errors=True)
+    t = Trainer(c, FLAGS.workdir)
+    note("trainer built (sampler compiled)")
+    for k in range(FLAGS.steps):
+        t.rl_step()
+        note(f"after RL step {k + 1}")
+    t.evaluate(8)
+    note("after an evaluation")
+    t.close()
+    del t
+    gc.collect()
+    note("trainer closed")
+    jax.clear_caches()
+    gc.collect()
+    note("jax.clear_caches()")
+    print(json.dumps({"rows": rows, "max_map_count": int(open("/proc/sys/vm/max_map_count").read())}))
+
+
+if __name__ == "__main__":
+    app.run(main)
