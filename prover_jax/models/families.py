@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping
 
 import jax.numpy as jnp
 
-from prover_jax.models import qwen3_5
+from prover_jax.models import qwen3, qwen3_5
 from prover_jax.models.hf_folder import config_json
 from prover_jax.models.qwen3_5.config import MULTIMODAL_MODEL_TYPE, TEXT_MODEL_TYPE
 from prover_jax.registry import Registry
@@ -132,3 +132,9 @@ QWEN3_5 = register_family(Family(
     abstract_model=qwen3_5.abstract_model, shard_model=qwen3_5.shard_model,
     param_shardings=qwen3_5.param_shardings, load_hf=qwen3_5.load_hf, save_hf=qwen3_5.save_hf,
     resolve_runtime=qwen3_5.resolve_runtime, runtime_class=qwen3_5.Runtime))
+
+QWEN3 = register_family(Family(
+    name="qwen3", model_types=(qwen3.MODEL_TYPE,), config_class=qwen3.Qwen3Config, configs=qwen3.CONFIGS,
+    model_class=qwen3.Qwen3, abstract_model=qwen3.abstract_model, shard_model=qwen3.shard_model,
+    param_shardings=qwen3.param_shardings, load_hf=qwen3.load_hf, save_hf=qwen3.save_hf,
+    resolve_runtime=qwen3.resolve_runtime, runtime_class=qwen3.Runtime))

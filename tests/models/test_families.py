@@ -1,5 +1,5 @@
-"""The model-family table: Qwen3.5 found by name, by config.json's model_type and by config class; a second
-family registered in a test helper (helpers.standin_family) found from a checkpoint folder's config.json
+"""The model-family table: Qwen3.5 found by name, by config.json's model_type and by config class; Qwen3 and
+a family registered in a test helper (helpers.standin_family) found from a checkpoint folder's config.json
 and round-tripped by the family-neutral load_hf / save_hf; unknown names, model_types and clashing
 registrations fail naming the known families."""
 
@@ -12,8 +12,8 @@ from flax import nnx
 
 from helpers.standin_family import MODEL_TYPE, STANDIN, StandInConfig, tiny_standin
 from helpers.tiny import tiny_model
-from prover_jax.models import (DEFAULT_FAMILY, family, family_for, known_families, load_hf, qwen3_5, read_config,
-                               register_family, save_hf)
+from prover_jax.models import (DEFAULT_FAMILY, family, family_for, known_families, load_hf, qwen3, qwen3_5,
+                               read_config, register_family, save_hf)
 
 
 def params_equal(a, b):
@@ -29,12 +29,14 @@ def test_qwen3_5_is_the_default_family():
     assert fam.load_hf is qwen3_5.load_hf and fam.save_hf is qwen3_5.save_hf
     assert family_for({"model_type": "qwen3_5_text"}) is fam and family_for({"model_type": "qwen3_5"}) is fam
     assert family_for(qwen3_5.CONFIGS["9B"]) is fam and fam.config("demo") is qwen3_5.CONFIGS["demo"]
-    assert [f.name for f in known_families()] == ["qwen3_5", "standin"]
+    assert [f.name for f in known_families()] == ["qwen3", "qwen3_5", "standin"]
     assert qwen3_5.CONFIGS["9B"].full_attention_layers == 8 and qwen3_5.CONFIGS["demo"].full_attention_layers == 1
 
 
 def test_each_family_is_found_from_its_folder_and_round_trips(tmp_path):
-    for net, fam in ((tiny_model(), family("qwen3_5")), (tiny_standin(seed=1), STANDIN)):
+    tiny_qwen3 = qwen3.Qwen3(qwen3.CONFIGS["demo"].replace(vocab_size=64), rngs=nnx.Rngs(2))
+    nets = ((tiny_model(), family("qwen3_5")), (tiny_standin(seed=1), STANDIN), (tiny_qwen3, family("qwen3")))
+    for net, fam in nets:
         out = str(tmp_path / fam.name)
         save_hf(net, out)
         with open(f"{out}/config.json") as f:
@@ -49,11 +51,12 @@ def test_each_family_is_found_from_its_folder_and_round_trips(tmp_path):
 
 
 def test_unknown_names_and_model_types_fail_naming_the_known_families(tmp_path):
-    with pytest.raises(ValueError, match=r"unknown model family 'llama'; known: qwen3_5, standin"):
+    with pytest.raises(ValueError, match=r"unknown model family 'llama'; known: qwen3, qwen3_5, standin"):
         family("llama")
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
-    with pytest.raises(ValueError, match=r"unknown model_type 'llama' in .*known: qwen3_5 \(model_type "
-                                         r"qwen3_5_text / qwen3_5\), standin \(model_type standin_text\)"):
+    with pytest.raises(ValueError, match=r"unknown model_type 'llama' in .*known: qwen3 \(model_type qwen3\), "
+                                         r"qwen3_5 \(model_type qwen3_5_text / qwen3_5\), standin \(model_type "
+                                         r"standin_text\)"):
         family_for(str(tmp_path))
     with pytest.raises(ValueError, match="unknown model_type 'llama'"):
         load_hf(str(tmp_path))
