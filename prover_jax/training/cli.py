@@ -1,6 +1,7 @@
 """`prover-train`: SFT warm start + GRPO / ProVer RL from a config file; resumable.
 
     prover-train --config=configs/demo.py --workdir=/tmp/run [--config.train.steps=20]
+    prover-train --config=/tmp/run/config.json --workdir=/tmp/run2   # the same run again (W/config.json)
                  [--export_hf=DIR] [--eval_only] [--noprogress] [--third_party_logs]
     # one process per host of a pod (TPU pods need none of the three flags: auto-detected)
     prover-train --config=C --workdir=gs://bucket/run --coordinator_address=HOST0:8476
@@ -17,6 +18,8 @@ absl, ...) is off: --third_party_logs brings it back (prover_jax/training/logs.p
 from __future__ import annotations
 
 import json
+import os
+import sys
 
 from absl import app, flags
 from ml_collections import config_flags
@@ -54,8 +57,21 @@ def main(argv):
         print(summary_block(summary))
 
 
+def json_config_argv(argv: list[str]) -> list[str]:
+    """`--config=W/config.json` (a run folder's resolved config) read through `json_config.py`, so
+    ml_collections' config-file flag takes it like a Python config file."""
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "json_config.py")
+    out = list(argv)
+    for i, a in enumerate(out):
+        if a.startswith("--config=") and a.endswith(".json"):
+            out[i] = f"--config={here}:{a[len('--config='):]}"
+        elif a == "--config" and i + 1 < len(out) and out[i + 1].endswith(".json"):
+            out[i + 1] = f"{here}:{out[i + 1]}"
+    return out
+
+
 def run(argv=None):
-    app.run(main, argv=argv)
+    app.run(main, argv=json_config_argv(sys.argv if argv is None else argv))
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ def train(config, workdir: str, export_hf: str | None = None, eval_only: bool = 
     """Runs (or resumes) the whole job; returns the summary dict. The process keeps the host memory
     it frees for reuse (`distributed.keep_host_memory`)."""
     from prover_jax import distributed as dist
+    from prover_jax.training import provenance
     from prover_jax.training.trainer import Trainer
     from prover_jax.training.workdir import read_rows, workdir_path, write_atomic
 
@@ -44,6 +45,7 @@ def train(config, workdir: str, export_hf: str | None = None, eval_only: bool = 
     t_start = time.perf_counter()
     trainer = Trainer(config, workdir)
     primary = trainer.run.primary
+    provenance.record(trainer.run.root, config, trainer.run.mesh, primary)
     summary_path = trainer.run.root / "summary.json"
     summary = _read_summary(summary_path)
 
