@@ -9,12 +9,13 @@ A forced tool call (tool_choice 'required' or a named function) is the Qwen bloc
 `<tool_call>\\n{"name": NAME, "arguments": ARGS}\\n</tool_call>` where ARGS follows the function's
 parameters schema (for 'required', any of the tools); with tool_call_format qwen3_xml (Qwen3.5's, found in
 the chat template by default) it is `<function=NAME>` with one `<parameter=KEY>` per property in schema
-order, values typed by the schema (see `xml_tool_grammar`). JSON is generated compactly, so a small token
-budget goes to content: no whitespace at all outside strings, separators "," and ":" (json.loads
-reads it; a model's own spacing is not reproduced). Strings that the schema leaves unbounded (type
-string without maxLength, enum, const, pattern or format) get maxLength = max_string_chars (the
-server's --max_string_chars; 0: unbounded); the schema's own maxLength wins. Characters, not tokens:
-a weak model that never closes a string still ends it after that many. Free-form JSON
+order, each value following the property's whole schema as the JSON format does (`xml_value`: strings
+bare, holding `<` but nothing `tool_xml` would read as their end; the rest as JSON). JSON is generated
+compactly, so a small token budget goes to content: no whitespace at all outside strings, separators ","
+and ":" (json.loads reads it; a model's own spacing is not reproduced). Strings that the schema leaves
+unbounded (type string without maxLength, enum, const, pattern or format) get maxLength =
+max_string_chars (the server's --max_string_chars; 0: unbounded); the schema's own maxLength wins.
+Characters, not tokens: a weak model that never closes a string still ends it after that many. Free-form JSON
 (response_format json_object) has no schema and stays unbounded. When the grammar is complete only
 EOS is allowed; a matcher in an error state also allows only EOS (the sample ends).
 
@@ -22,29 +23,31 @@ Thinking: like a forced call, a response_format grammar applies from the first g
 the reply has no reasoning. When the prompt opened a think block (Qwen3.5 with thinking on:
 `close_think`), the JSON grammar starts with `</think>` and a blank line, closing the block, so the
 JSON is the reply's content (its reasoning_content is empty). A forced call needs no such prefix: a
-`<tool_call>` inside an unterminated think block counts (`reasoning.split`).
+`<tool_call>` inside an unterminated think block counts (`reasoning.split`); its bare XML strings then
+hold no `</think>`, which would end the block inside the call.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Sequence
+import re
+from typing import NamedTuple, Sequence
 
 import numpy as np
 
 from prover_jax.sampling.sampler import MASK_BITS, mask_words
 from prover_jax.serving import protocol as P
 from prover_jax.serving.reasoning import END_THINK
+from prover_jax.serving.tool_xml import kinds
 from prover_jax.serving.tools import CLOSE, OPEN
 from prover_jax.serving.tools import FORMATS as TOOL_CALL_FORMATS
 
 COMPACT = {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
 DEFAULT_MAX_STRING_CHARS = 200
-# XML parameter values (qwen3_xml): bare text typed by the schema; strings hold no "<" (the closing tag)
-XML_SCALARS = {"integer": r"/-?[0-9]{1,18}/", "number": r"/-?[0-9]{1,15}(\.[0-9]{1,12})?/",
-               "boolean": '("true" | "false")', "null": '"null"'}
 XML_MAX_STRING_CHARS = 4096  # an XML string's bound when neither the schema nor the server sets one
 XML_CLOSE = "\n</parameter>\n"  # after each XML parameter value
+_REGEX_META = re.compile(r"([\\.+*?()|\[\]{}^$#&~/-])")
+_CLASS_META = re.compile(r"([\\\]\[^/-])")
 _SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 _SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions")
 _SUBSCHEMAS = ("items", "additionalProperties", "then", "else", "contains")  # not "not" / "if": they would invert
@@ -69,6 +72,33 @@ def bound_strings(schema, max_chars: int):
         if isinstance(out.get(key), dict):
             out[key] = bound_strings(out[key], max_chars)
     return out
+
+
+def avoiding(words: Sequence[str]) -> str:
+    """A regex (of lark's /.../) of the strings holding none of `words`, each a "<" then no other "<": text
+    without "<", then chunks of a "<" and text without "<" that starts with no word's rest."""
+    trie: dict = {}
+    for w in words:
+        node = trie
+        for c in w[1:-1]:
+            node = node.setdefault(c, {})
+            if node is None:  # a shorter word is a prefix of this one
+                break
+        else:
+            node[w[-1]] = None  # completes a word
+
+    def rest(node: dict) -> str:
+        alts = ["[^" + _CLASS_META.sub(r"\\\1", "<" + "".join(sorted(node))) + "][^<]*"]
+        alts += [_REGEX_META.sub(r"\\\1", c) + rest(child) for c, child in sorted(node.items()) if child is not None]
+        return "(?:" + "|".join(alts) + ")?"
+    return "[^<]*(?:<" + rest(trie) + ")*"
+
+
+class XmlFunction(NamedTuple):
+    """What the XML values of one function depend on besides their own schema."""
+    defs: dict  # the parameters' $defs / definitions, for $ref
+    keys: list  # its parameter names
+    close_think: bool  # the prompt opened a think block
 
 
 class Matcher:
@@ -151,38 +181,91 @@ class Grammars:
         schema = calls[0] if len(calls) == 1 else {"anyOf": calls}
         return self.tool_block(f"%json {json.dumps({**schema, 'x-guidance': COMPACT})}")
 
-    def xml_value(self, schema: dict, rule: str, rules: list[str]) -> str:
-        """Lark for one XML parameter value of `schema` and the closing `\\n</parameter>\\n` (adds rules
-        named from `rule` to `rules`); a list of types is any of them. A string and its closing are one
-        regex: as two lexemes the string's greedy match would take the closing's newline, and a string
-        could then only end at its maximum length."""
-        kind, enum = schema.get("type"), schema.get("enum")
+    def xml_value(self, schema: dict, rule: str, rules: list[str], fn: "XmlFunction") -> str:
+        """Lark for one XML parameter value of `schema` and the closing `\\n</parameter>\\n` (adds rules named
+        from `rule` to `rules`): an enum / const as its values (strings bare, others as JSON), a string
+        bare (`xml_string`), a type list or anyOf / oneOf admitting strings as any of its members, anything
+        else as compact JSON of the schema (%json: bounds, nested objects and arrays, $defs)."""
         closing = json.dumps(XML_CLOSE)
-        if isinstance(enum, list) and enum and all(isinstance(v, str) and "<" not in v for v in enum):
-            return "(" + " | ".join(json.dumps(v) for v in enum) + ") " + closing
-        if isinstance(kind, list) and kind:  # e.g. ["integer", "null"]: any of them
-            return "(" + " | ".join(self.xml_value({**schema, "type": k}, f"{rule}_{n}", rules)
-                                    for n, k in enumerate(kind)) + ")"
-        if isinstance(kind, str) and kind in XML_SCALARS:
-            return f"{XML_SCALARS[kind]} {closing}"
+        values = schema.get("enum") if isinstance(schema.get("enum"), list) else (
+            [schema["const"]] if "const" in schema else None)
+        if values is not None:
+            bare = [json.dumps(v if isinstance(v, str) else json.dumps(v, separators=(",", ":"), ensure_ascii=False))
+                    for v in values if not isinstance(v, str) or self.writable(v, fn)]
+            if not bare:
+                raise ValueError(f"no value of the enum {values!r} can be written as an XML parameter value")
+            return "(" + " | ".join(bare) + ") " + closing
+        kind, variants = schema.get("type"), schema.get("anyOf", schema.get("oneOf"))
         if kind == "string":
-            n = int(schema.get("maxLength") or self.max_string_chars or XML_MAX_STRING_CHARS)
-            return r"/[^<]{0,%d}\n<\/parameter>\n/" % n
-        sub = {**bound_strings(schema, self.max_string_chars), "x-guidance": COMPACT}
-        rules.append(f"{rule}: %json {json.dumps(sub)}")
+            return self.xml_string(schema, rule, rules, fn)
+        if isinstance(kind, list) and "string" in kind:
+            others = [k for k in kind if k != "string"]
+            alts = [self.xml_string(schema, rule, rules, fn)]
+            if others:
+                alts.append(self.xml_value({**schema, "type": others}, f"{rule}_j", rules, fn))
+            return "(" + " | ".join(alts) + ")"
+        plain = lambda v: "enum" in v or "const" in v or "string" in (kinds(v) or ())  # noqa: E731
+        if kind is None and isinstance(variants, list) and any(isinstance(v, dict) and plain(v) for v in variants):
+            return "(" + " | ".join(self.xml_value(v, f"{rule}_{n}", rules, fn)
+                                    for n, v in enumerate(variants) if isinstance(v, dict)) + ")"
+        defs = fn.defs if '"$ref"' in json.dumps(schema) else {}
+        sub = bound_strings({**defs, **schema}, self.max_string_chars)
+        rules.append(f"{rule}: %json {json.dumps({**sub, 'x-guidance': COMPACT})}")
         return f"{rule} {closing}"
 
-    def xml_tool_grammar(self, tools: list[dict], name: str | None) -> str:
+    @staticmethod
+    def forbidden(fn: "XmlFunction") -> list[str]:
+        """What a bare string of `fn` may not hold: what `tool_xml` could read as the end of its value
+        (`</parameter>`, a `<parameter=KEY>` of the function's keys) and, after an opened think block,
+        `</think>` (which would end the block inside the call)."""
+        words = ["</parameter>"] + [f"<parameter={k}>" for k in fn.keys if "<" not in k and ">" not in k]
+        return words + ([END_THINK] if fn.close_think else [])
+
+    def writable(self, text: str, fn: "XmlFunction") -> bool:
+        """`text` can be a bare string value of `fn`."""
+        return not any(w in text for w in self.forbidden(fn))
+
+    def xml_string(self, schema: dict, rule: str, rules: list[str], fn: "XmlFunction") -> str:
+        """A bare string value: minLength to maxLength characters (when the schema sets none,
+        max_string_chars unless it has a pattern, else XML_MAX_STRING_CHARS), the schema's pattern
+        (unanchored unless it starts with ^ / ends with $, as JSON Schema reads it; a format is not
+        enforced), none of `forbidden`, `<` otherwise allowed. The string and its closing are one lazy
+        terminal, ending at the first closing (a greedy one would take the closing's newline into it)."""
+        patterned = isinstance(schema.get("pattern"), str)
+        n = int(schema.get("maxLength") or (not patterned and self.max_string_chars) or XML_MAX_STRING_CHARS)
+        m = min(int(schema.get("minLength") or 0), n)
+        name = "STR_" + rule.upper()
+        parts = [f"/(?s:.{{{m},{n}}})/", "/" + avoiding(self.forbidden(fn)) + "/"]
+        if patterned:
+            parts.append("/" + self.pattern(schema["pattern"]) + "/")
+        rules.append(f"{name}: " + " & ".join(parts))
+        rules.append(f"{name}_CLOSED: {name} {json.dumps(XML_CLOSE)}")
+        rules.append(f"{rule}[lazy]: {name}_CLOSED")
+        return rule
+
+    def pattern(self, pattern: str) -> str:
+        """A JSON-schema pattern as a whole-string regex (JSON Schema's \\d, \\w: ASCII)."""
+        head = pattern.startswith("^")
+        tail = pattern.endswith("$") and (len(pattern) - len(pattern[:-1].rstrip("\\")) - 1) % 2 == 0
+        core = pattern[int(head):len(pattern) - int(tail)]
+        body = "(?:" + self.llg.regex_to_lark(core, "dw") + ")"
+        return ("" if head else "(?s:.*)") + body + ("" if tail else "(?s:.*)")
+
+    def xml_tool_grammar(self, tools: list[dict], name: str | None, close_think: bool = False) -> str:
         """Qwen3.5's format: <tool_call>, <function=NAME>, then <parameter=KEY> VALUE </parameter> for
         each property in schema order (optional ones may be left out), </function>, </tool_call>, each
-        tag on its own line."""
+        tag on its own line; VALUE follows the property's schema (`xml_value`). `close_think`: the prompt
+        opened a think block."""
         rules, calls = [], []
         for i, f in enumerate(self.chosen(tools, name)):
             params = f.get("parameters") or {}
             required = set(params.get("required") or ())
+            props = params.get("properties") or {}
+            defs = {k: params[k] for k in ("$defs", "definitions") if k in params}
+            fn = XmlFunction(defs, list(props), close_think)
             parts = []
-            for j, (key, sub) in enumerate((params.get("properties") or {}).items()):
-                value = self.xml_value(sub if isinstance(sub, dict) else {}, f"v{i}_{j}", rules)
+            for j, (key, sub) in enumerate(props.items()):
+                value = self.xml_value(sub if isinstance(sub, dict) else {}, f"v{i}_{j}", rules, fn)
                 opening = json.dumps(f"<parameter={key}>\n")
                 rules.append(f"p{i}_{j}: {opening} {value}")
                 parts.append(f"p{i}_{j}" if key in required else f"p{i}_{j}?")
@@ -195,8 +278,12 @@ class Grammars:
         """The grammar a request's samples follow, or None; ApiError 400 when it does not compile.
         `close_think`: the prompt left a think block open (a response_format grammar closes it first)."""
         if req.tool_choice == "required" or req.forced_tool is not None:
-            build = self.xml_tool_grammar if self.tool_call_format == "qwen3_xml" else self.tool_grammar
-            grammar, what = build(req.tools, req.forced_tool), "tools[].function.parameters"
+            what = "tools[].function.parameters"
+            try:
+                grammar = (self.xml_tool_grammar(req.tools, req.forced_tool, close_think)
+                           if self.tool_call_format == "qwen3_xml" else self.tool_grammar(req.tools, req.forced_tool))
+            except ValueError as e:
+                raise P.bad(f"{what}: {e}", "tools") from None
         elif req.response_format is not None:
             schema = req.response_format.get("schema", {"type": "object"})
             grammar, what = self.json_grammar(schema, close_think), "response_format"
