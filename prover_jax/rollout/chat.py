@@ -35,7 +35,9 @@ class ChatTemplate:
     checkpoint's own template). `end` also ends a response: its token id is an EOS of every policy
     turn. `assistant` is the whole generation prompt (a think block opened or skipped included).
     think_end: non-empty when the policy reasons first: its response is `reasoning think_end answer`;
-    think_skip: the empty reasoning, closed, that starts an expert's response then."""
+    think_skip: the empty reasoning, closed, that starts an expert's response then. observation /
+    observation_end: what opens and closes an observation (None: `user` and `end`, a user message;
+    a tool response's wrapping with rollout.observation_role=tool)."""
 
     system: str = "<|im_start|>system\n"
     user: str = "<|im_start|>user\n"
@@ -44,6 +46,8 @@ class ChatTemplate:
     newline: str = "\n"
     think_end: str = ""
     think_skip: str = ""
+    observation: str | None = None
+    observation_end: str | None = None
 
     def answer(self, response: str) -> str:
         """What the env acts on: the response after its reasoning ("" when the reasoning never closed)."""
@@ -62,9 +66,12 @@ class ChatTemplate:
 
     def after_response(self, observation: str, response_closed: bool) -> str:
         """Text after a response: closes it (unless the policy emitted `end` itself), then the
-        observation as a user message and the next assistant header."""
+        observation (a user message, or as `observation` / `observation_end` wrap it) and the next
+        assistant header."""
         close = "" if response_closed else self.end
-        return f"{close}{self.newline}{self.user}{observation}{self.end}{self.newline}{self.assistant}"
+        head = self.user if self.observation is None else self.observation
+        tail = self.end if self.observation_end is None else self.observation_end
+        return f"{close}{self.newline}{head}{observation}{tail}{self.newline}{self.assistant}"
 
 
 def observation_text(obs: str, info: dict, show_admissible: bool, turn: int, max_turns: int) -> str:

@@ -51,8 +51,9 @@ def _fail(why: str) -> ValueError:
                       "rollout.chat_template=chatml to use ChatML instead")
 
 
-def derive(tok, enable_thinking: bool) -> ChatTemplate:
-    """The ChatTemplate whose pieces the tokenizer's template writes (module docstring)."""
+def derive(tok, enable_thinking: bool, observation_role: str = "user") -> ChatTemplate:
+    """The ChatTemplate whose pieces the tokenizer's template writes (module docstring); observations as
+    `observation_role` messages (user, or tool: the template's tool-response wrapping)."""
     text = _render(tok, [{"role": "system", "content": _S}, {"role": "user", "content": _T}], True, enable_thinking)
     if text.count(_S) != 1 or text.count(_T) != 1 or text.index(_S) > text.index(_T):
         raise _fail("does not write a system message then a user message once each")
@@ -73,23 +74,41 @@ def derive(tok, enable_thinking: bool) -> ChatTemplate:
         if END_THINK not in off or not off.startswith(on):
             raise _fail("opens no think block that thinking off closes (rollout.enable_thinking=True needs one)")
         think_skip = off[len(on):]  # the empty reasoning, closed: what an expert response starts with
+    observation = observation_end = None
+    if observation_role == "tool":
+        msgs = [{"role": "system", "content": _S}, {"role": "user", "content": _T},
+                {"role": "assistant", "content": _R}, {"role": "tool", "content": _O}]
+        text = _render(tok, msgs, True, enable_thinking)
+        rest = text.split(_R)[-1] if text.count(_R) == 1 and text.count(_O) == 1 else ""
+        head, _, tail = rest.partition(_O)
+        if not head.startswith(end + nl) or not tail.endswith(nl + assistant):
+            raise _fail("does not write a tool message between an assistant turn and the generation prompt "
+                        "(rollout.observation_role=tool)")
+        observation, observation_end = head[len(end + nl):], tail[:-len(nl + assistant)]
+    elif observation_role != "user":
+        raise ValueError(f"rollout.observation_role: unknown {observation_role!r}; expected user or tool")
     return ChatTemplate(system=system, user=user, assistant=assistant, end=end, newline=nl,
-                        think_end=END_THINK if enable_thinking else "", think_skip=think_skip)
+                        think_end=END_THINK if enable_thinking else "", think_skip=think_skip,
+                        observation=observation, observation_end=observation_end)
 
 
-def resolve(choice: str, enable_thinking: bool, tokenizer=None) -> ChatTemplate:
-    """rollout.chat_template / rollout.enable_thinking -> the layout (checked against the template)."""
+def resolve(choice: str, enable_thinking: bool, tokenizer=None, observation_role: str = "user") -> ChatTemplate:
+    """rollout.chat_template / enable_thinking / observation_role -> the layout (checked against the
+    template)."""
     if choice not in CHOICES:
         raise ValueError(f"rollout.chat_template: unknown {choice!r}; expected one of {', '.join(CHOICES)}")
     has_template = bool(getattr(tokenizer, "chat_template", None))
     if choice == "chatml" or not has_template:
+        if observation_role != "user":
+            raise ValueError(f"rollout.observation_role={observation_role!r} needs the checkpoint's own template "
+                             "(rollout.chat_template=auto on a tokenizer with one); ChatML observations are user turns")
         if enable_thinking:
             raise ValueError("rollout.enable_thinking=True needs the checkpoint's own template "
                              "(rollout.chat_template=auto on a tokenizer with a chat template that thinks); "
                              + ("the tokenizer has none" if choice == "auto" else "ChatML has no think block"))
         return ChatTemplate()
-    template = derive(tokenizer, enable_thinking)
-    check(tokenizer, template, enable_thinking)
+    template = derive(tokenizer, enable_thinking, observation_role)
+    check(tokenizer, template, enable_thinking, observation_role=observation_role)
     return template
 
 
@@ -113,7 +132,7 @@ def _first_difference(tok, ours: list[int], theirs: list[int], where: str) -> Va
                  f"template writes {name(theirs)}")
 
 
-def check(tok, template: ChatTemplate, enable_thinking: bool, turns: int = 3) -> None:
+def check(tok, template: ChatTemplate, enable_thinking: bool, turns: int = 3, observation_role: str = "user") -> None:
     """Renders a `turns`-turn conversation both ways; at each turn's prompt the rollout's tokens must equal
     `apply_chat_template` (add_generation_prompt=True) except inside earlier assistant turns, where the
     template may drop the think block (module docstring). ValueError names the first differing token."""
@@ -144,4 +163,4 @@ def check(tok, template: ChatTemplate, enable_thinking: bool, turns: int = 3) ->
         response, message = _policy_text(template, t + 1)
         observation = f"{_O}{t + 1}"
         ours_text += [response, template.after_response(observation, response_closed=True)]
-        messages += [message, {"role": "user", "content": observation}]
+        messages += [message, {"role": observation_role, "content": observation}]

@@ -23,7 +23,7 @@ from absl import logging
 from flax import nnx
 
 from prover_jax import distributed as dist
-from prover_jax.models import DEFAULT_FAMILY, Family, family, family_for, hf_folder, read_config
+from prover_jax.models import Family, family, family_for, hf_folder, read_config
 from prover_jax.rollout import RolloutConfig, env_corpus, load_tokenizer, train_tokenizer
 from prover_jax.rollout.template import resolve as chat_layout
 from prover_jax.sampling import Engine, SamplingParams
@@ -37,27 +37,33 @@ DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
 def architecture(config) -> tuple[Family, Any]:
     """(family, model config) of the policy: those of model.path's config.json when it has one (init hf |
-    checkpoint), else the named size model.size of the default family."""
+    checkpoint), else the named size model.size of model family model.family. ValueError naming the
+    known families, or the family's sizes."""
     m = config.model
     if m.init != "random" and m.path and os.path.isfile(os.path.join(m.path, "config.json")):
         return read_config(m.path)
-    fam = family(DEFAULT_FAMILY)
+    try:
+        fam = family(m.family)
+    except ValueError as e:
+        raise ValueError(f"model.family: {e}") from None
     if m.size not in fam.configs:
-        raise ValueError(f"model.size {m.size!r} is not in CONFIGS {sorted(fam.configs)} and model.path "
-                         f"{m.path!r} has no config.json: cannot size the model")
+        raise ValueError(f"model.size {m.size!r} is not a size of model family {fam.name!r} (model.family; "
+                         f"sizes: {', '.join(fam.configs)}) and model.path {m.path!r} has no config.json: "
+                         "cannot size the model")
     return fam, fam.configs[m.size]
 
 
-def model_runtime(config, mesh):
+def model_runtime(config, mesh=None, *, platform: str | None = None, cudnn: bool | None = None):
     """How the policy's uncached forward runs (model.scan_layers / attention / gdn_*, train.remat),
-    "auto" resolved for the platform of `mesh`'s devices, the compute dtype (model.dtype) and packing
-    (train.max_tokens_per_row): a runtime of the policy's family."""
+    "auto" resolved for `platform` (None: that of `mesh`'s devices; cudnn: whether a GPU has cuDNN, None:
+    ask the backend), the compute dtype (model.dtype) and packing (train.max_tokens_per_row): a runtime
+    of the policy's family."""
     m = config.model
     dtype = m.gdn_matmul_dtype
     return architecture(config)[0].resolve_runtime(
-        mesh.devices.flat[0].platform, scan_layers=m.scan_layers, remat=config.train.remat,
+        platform or mesh.devices.flat[0].platform, scan_layers=m.scan_layers, remat=config.train.remat,
         attention=m.attention, gdn_chunk=m.gdn_chunk, gdn_matmul_dtype=None if dtype == "float32" else dtype,
-        dtype=m.dtype, packed=config.train.max_tokens_per_row > 0)
+        cudnn=cudnn, dtype=m.dtype, packed=config.train.max_tokens_per_row > 0)
 
 
 def mesh_shape(config) -> tuple[int, int, int]:
@@ -89,7 +95,7 @@ def rollout_config(config, sampling: SamplingParams, keep_contexts: bool = False
                          max_turns=r.max_turns or None, seed=config.seed, system_prompt=r.system_prompt or None,
                          max_invalid=r.max_invalid_actions,
                          context_budget_mb=r.context_budget_mb if keep_contexts else 0.0,
-                         template=chat_layout(r.chat_template, r.enable_thinking, tokenizer))
+                         template=chat_layout(r.chat_template, r.enable_thinking, tokenizer, r.observation_role))
 
 
 def tokenizer(config, root, primary: bool):
@@ -111,18 +117,19 @@ def tokenizer(config, root, primary: bool):
 
 def model(config, mesh, tok) -> nnx.Module:
     """The policy (model.init: random | hf | checkpoint) with its weights sharded over `mesh`, a model
-    of the family its folder's config.json names (random: the default family)."""
+    of the family its folder's config.json names (random: model.family), running per `model_runtime`."""
     c = config
     dtype, pdtype = DTYPES[c.model.dtype], DTYPES[c.model.param_dtype]
+    if c.model.init not in ("random", "hf", "checkpoint"):
+        raise ValueError(f"model.init must be random | hf | checkpoint, got {c.model.init!r}")
+    runtime = model_runtime(c, mesh)
     if c.model.init in ("hf", "checkpoint"):  # the policy loader (sampling.loader), as prover-generate and
         # prover-serve: params in model.param_dtype, computing in model.dtype
-        return load_model(c.model.path, pdtype, mesh=mesh, compute_dtype=dtype)
-    if c.model.init != "random":
-        raise ValueError(f"model.init must be random | hf | checkpoint, got {c.model.init!r}")
+        return load_model(c.model.path, pdtype, mesh=mesh, compute_dtype=dtype, runtime=runtime)
     fam, cfg = architecture(c)
     if len(tok) > cfg.vocab_size:
         raise ValueError(f"tokenizer has {len(tok)} tokens; model {c.model.size!r} only {cfg.vocab_size}")
-    net = fam.model_class(cfg, rngs=nnx.Rngs(c.seed), dtype=dtype, param_dtype=pdtype)
+    net = fam.model_class(cfg, rngs=nnx.Rngs(c.seed), dtype=dtype, param_dtype=pdtype, runtime=runtime)
     return fam.shard_model(net, mesh)
 
 
@@ -188,9 +195,7 @@ def policy(config, mesh, net) -> tuple[Policy, Any]:
     plain = nnx.graphdef(net)
     if spec is None:
         return Policy(graphdef=plain, plain=plain), None
-    runtime = net.runtime
-    lm = apply_lora(net, spec, mesh, seed=config.seed)
-    lm.runtime = runtime
+    lm = apply_lora(net, spec, mesh, seed=config.seed)  # keeps net.runtime (qwix adapts a clone)
     graphdef, adapters, base = split_lora(lm)
     base = dist.globalize(base, mesh)
     shardings = jax.tree.map(lambda x: x.sharding, base)

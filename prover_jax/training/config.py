@@ -53,7 +53,9 @@ def default_config() -> ml_collections.ConfigDict:
     c.model = ml_collections.ConfigDict()
     c.model.init = "random"  # random (c.model.size) | hf (HF folder c.model.path) | checkpoint (prover orbax)
     c.model.path = ""  # HF folder (init=hf) or prover checkpoint folder (init=checkpoint); also its tokenizer
-    c.model.size = "demo"  # a named size of the default model family (models.DEFAULT_FAMILY), for init=random
+    # init=random (no config.json at model.path): the model family (models.families: qwen3_5 | qwen3) ...
+    c.model.family = "qwen3_5"
+    c.model.size = "demo"  # ... and its named size, e.g. --config.model.family=qwen3 --config.model.size=demo
     c.model.param_dtype = "float32"  # storage dtype of the trained weights
     c.model.dtype = "float32"  # compute dtype (bfloat16 on TPU)
     c.model.scan_layers = False  # True: lax.scan over the repeating layer block (compile time flat in depth)
@@ -97,6 +99,7 @@ def default_config() -> ml_collections.ConfigDict:
     # tokenizer without one, e.g. a built-in trained one) | chatml; history is kept append-only
     c.rollout.chat_template = "auto"
     c.rollout.enable_thinking = False  # the generation prompt opens a think block (the template's own; auto only)
+    c.rollout.observation_role = "user"  # observations as user messages, or tool (the template's tool responses; auto)
     c.rollout.system_prompt = ""  # "": the family's own system prompt; else this text replaces it
     c.rollout.max_concurrent_decodes = 32  # engine slots
     # row counts a batched prefill and an insert are padded to, each compiled once: () = 1, 2, 4, ... up

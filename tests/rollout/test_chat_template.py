@@ -62,45 +62,51 @@ def test_pieces_from_the_template(qwen):
     assert on.answer("still thinking") == "" and off.answer("go to cabinet 1") == "go to cabinet 1"
 
 
-def messages_of(traj, template: ChatTemplate, system: str, tok, thinking: bool):
+def messages_of(traj, template: ChatTemplate, system: str, tok, thinking: bool, role: str):
     """The conversation before each turn, read back from an expert episode's tokens (its pieces)."""
     head = tok.decode(traj.tokens[:traj.turns[0].start])
     task = head[len(template.system + system + template.end + template.newline + template.user):
                 -len(template.end + template.newline + template.assistant)]
     out = [[{"role": "system", "content": system}, {"role": "user", "content": task}]]
+    before = template.end + template.newline + (template.user if template.observation is None else template.observation)
+    after = (template.end if template.observation_end is None else template.observation_end) + template.newline
     for t, turn in enumerate(traj.turns[:-1]):
         nxt = tok.decode(traj.tokens[turn.end:traj.turns[t + 1].start])
-        obs = nxt[len(template.end + template.newline + template.user):-len(template.end + template.newline
-                                                                            + template.assistant)]
+        obs = nxt[len(before):-len(after + template.assistant)]
         reply = {"role": "assistant", "content": template.answer(turn.response)}
         if thinking:
             reply["reasoning_content"] = ""
-        out.append(out[-1] + [reply, {"role": "user", "content": obs}])
+        out.append(out[-1] + [reply, {"role": role, "content": obs}])
     return out
 
 
+@pytest.mark.parametrize("role", ["user", "tool"])
 @pytest.mark.parametrize("thinking", [False, True])
 @pytest.mark.parametrize("name", ["keeping", "dropping"])
-def test_rollout_prompts_are_the_templates_rendering_turn_by_turn(qwen, name, thinking):
-    """An expert household episode (>= 3 turns) laid out from the template: each turn's prompt tokens are
-    apply_chat_template's for the conversation so far; with the dropping template, except the earlier
-    assistant turns' (empty) think blocks, which the append-only sequence keeps."""
+def test_rollout_prompts_are_the_templates_rendering_turn_by_turn(qwen, name, thinking, role):
+    """An expert household episode (>= 3 turns) laid out from the template, observations as user turns or
+    as tool responses: each turn's prompt tokens are apply_chat_template's for the conversation so far;
+    with the dropping template and user observations, except the earlier assistant turns' (empty) think
+    blocks, which the append-only sequence keeps (tool responses are not user queries: nothing dropped)."""
     tok = with_template(qwen, KEEPING if name == "keeping" else DROPPING)
-    template = resolve("auto", thinking, tok)
+    template = resolve("auto", thinking, tok, observation_role=role)
+    if role == "tool":
+        assert template.observation == "<|im_start|>user\n<tool_response>\n"
+        assert template.observation_end == "\n</tool_response><|im_end|>"
     with EnvPool("household", 1) as pool:
         traj = Rollout(None, tok, RolloutConfig(template=template)).run(pool, [3], expert=True)[0]
         system = pool.prompt.system
     assert traj.success and traj.num_turns >= 3
     block = "<think>\n\n</think>\n\n"
-    for t, messages in enumerate(messages_of(traj, template, system, tok, thinking)):
+    for t, messages in enumerate(messages_of(traj, template, system, tok, thinking, role)):
         ours = traj.tokens[:traj.turns[t].start]
         theirs = list(tok.apply_chat_template(messages, tokenize=True, return_dict=True, add_generation_prompt=True,
                                               enable_thinking=thinking)["input_ids"])
         text = tok.decode(ours)
-        if t == 0 or (name, thinking) == ("keeping", False):
+        if t == 0 or (not thinking and (name == "keeping" or role == "tool")):
             assert ours == theirs, t
-        elif name == "keeping":  # the same text; an empty reasoning after `<think>\n` is tokenised apart
-            assert text == tok.decode(theirs), t
+        elif name == "keeping" or role == "tool":  # the same text; an empty reasoning after `<think>\n` is
+            assert text == tok.decode(theirs), t  # tokenised apart
         else:  # the earlier turns' think blocks are the only difference
             last = text.rindex(template.assistant)
             assert text[:last].replace(block, "") + text[last:] == tok.decode(theirs) and ours != theirs, t
@@ -121,6 +127,10 @@ def test_a_template_that_cannot_be_followed_is_refused_naming_the_token(qwen):
 
 def test_chatml_for_a_tokenizer_without_a_template_and_bad_choices(qwen, household_tokenizer):
     assert resolve("auto", False, household_tokenizer) == ChatTemplate()
+    with pytest.raises(ValueError, match="observation_role='tool' needs the checkpoint's own template"):
+        resolve("chatml", False, qwen, observation_role="tool")
+    with pytest.raises(ValueError, match="rollout.observation_role: unknown 'system'"):
+        resolve("auto", False, with_template(qwen, KEEPING), observation_role="system")
     with pytest.raises(ValueError, match="rollout.chat_template: unknown 'jinja'"):
         resolve("jinja", False, qwen)
     with pytest.raises(ValueError, match="enable_thinking=True needs"):
