@@ -371,3 +371,33 @@ def test_openai_judge_end_to_end(server):
     assert p.reason not in (JUDGE_ERROR, NO_TOOL_CALL), p  # required: every reply was a tool call
     assert 1 <= p.calls <= 2 and p.input_tokens > 0 and p.output_tokens > 0, p
     print(p)
+
+
+def test_responses_validate_against_the_openai_packages_models(server):
+    """What prover-serve sends, read as raw JSON and validated strictly by the `openai` package's own
+    pydantic models (the client itself builds its objects without validation): the model list, plain,
+    n > 1 with log-probs, forced tool calls, and every chunk of a streamed reply with usage."""
+    from openai.types import Model
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+    from prover_jax.judges.tools import tool_specs
+
+    srv = server[2]
+    with httpx.Client(base_url=srv.base_url, timeout=120) as http:
+        models = http.get("/models").json()
+        assert models["object"] == "list" and [Model.model_validate(m, strict=True).id for m in models["data"]] == [MODEL]
+        bodies = [dict(messages=HELLO, max_tokens=6, temperature=0),
+                  dict(messages=HELLO, max_tokens=6, temperature=1.0, seed=3, n=2, logprobs=True),
+                  dict(messages=[{"role": "user", "content": "Propose the segment."}], tools=tool_specs(4),
+                       max_tokens=1500, temperature=1.0, seed=1,
+                       tool_choice={"type": "function", "function": {"name": "propose_segment"}})]
+        for body in bodies:
+            r = http.post("/chat/completions", json={"model": MODEL, **body})
+            assert r.status_code == 200, r.text
+            ChatCompletion.model_validate(r.json(), strict=True)
+        with http.stream("POST", "/chat/completions", json={"model": MODEL, **bodies[0], "stream": True,
+                                                             "stream_options": {"include_usage": True}}) as r:
+            lines = [line[len("data: "):] for line in r.iter_lines() if line.startswith("data: ")]
+        assert lines[-1] == "[DONE]"
+        chunks = [ChatCompletionChunk.model_validate(json.loads(x), strict=True) for x in lines[:-1]]
+        assert chunks[-1].usage is not None and chunks[-1].choices == []
