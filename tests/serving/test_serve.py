@@ -385,7 +385,8 @@ def test_responses_validate_against_the_openai_packages_models(server):
     srv = server[2]
     with httpx.Client(base_url=srv.base_url, timeout=120) as http:
         models = http.get("/models").json()
-        assert models["object"] == "list" and [Model.model_validate(m, strict=True).id for m in models["data"]] == [MODEL]
+        assert models["object"] == "list"
+        assert [Model.model_validate(m, strict=True).id for m in models["data"]] == [MODEL]
         bodies = [dict(messages=HELLO, max_tokens=6, temperature=0),
                   dict(messages=HELLO, max_tokens=6, temperature=1.0, seed=3, n=2, logprobs=True),
                   dict(messages=[{"role": "user", "content": "Propose the segment."}], tools=tool_specs(4),
