@@ -198,6 +198,9 @@ def default_config() -> ml_collections.ConfigDict:
     # greedy episodes per evaluation, one per distinct eval task (fewer when the eval split is smaller):
     # 200 puts the standard error at <= 3.5 points (p = 0.5), 32 would leave it at 8.8
     c.train.eval_episodes = 200
+    # > 0: each eval task also played this many times at the rollout's sampling settings: eval/sampled_success
+    # (pass@1) and eval/pass@k for k = 2, 4, ... up to it (unbiased estimator); 0: greedy success only
+    c.train.eval_samples = 0
     # > 0: N episodes of each RL step and of each evaluation written to WORKDIR/episodes/ as JSON lines (text as
     # the policy saw it, turns, advantages, the credit method's notes; training/episodes.py); `prover-episodes W`
     c.train.dump_episodes = 0

@@ -3,6 +3,7 @@ their standard errors.
 
     row = evaluate(greedy_rollout, pool, n)     # {"eval/success", "eval/success_se", "eval/score",
                                                 #  "eval/score_se", "eval/episodes"}
+    row |= evaluate_sampled(rollout, pool, n, k) # train.eval_samples = k: sampled success, pass@2, 4, ...
 
 Eval task i is episode seed -1 - i (`envs.base.split_seed`), never a training task; the n episodes
 are split over processes and gathered, so every process returns the same row.
@@ -61,6 +62,43 @@ def evaluate(greedy, pool, n: int, played: list | None = None) -> dict[str, floa
     return eval_metrics([s for s, _ in every], [x for _, x in every])
 
 
+SAMPLED_UID_BASE = 1 << 40  # uids of sampled evaluation episodes: apart from training's, so their sampling seeds are too
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The unbiased pass@k of a task with c successes in n samples: 1 - C(n - c, k) / C(n, k) (k <= n)."""
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def evaluate_sampled(rollout, pool, n: int, samples: int) -> dict[str, float]:
+    """`samples` episodes per eval task 0 .. n-1 at the rollout's sampling settings (temperature 1), over
+    all processes: eval/sampled_success (the mean over every episode: pass@1) with its standard error over
+    tasks, and eval/pass@k for k = 2, 4, ... up to `samples` (the unbiased estimator, averaged over tasks)."""
+    if samples > pool.num_envs:
+        raise ValueError(f"train.eval_samples={samples} is more than the {pool.num_envs} envs of a step's pool "
+                         "(rollout.groups_per_step x group_size on this process)")
+    seeds = [split_seed(i, "eval") for i in range(n)]
+    lo, hi = dist.uneven_share(len(seeds))
+    mine, per = seeds[lo:hi], max(1, pool.num_envs // samples)
+    counts = []
+    for i in range(0, len(mine), per):
+        chunk = mine[i:i + per]
+        uids = [SAMPLED_UID_BASE + (lo + i + j) * samples + s for j in range(len(chunk)) for s in range(samples)]
+        trajs = rollout.run(pool, [seed for seed in chunk for _ in range(samples)], uids=uids)
+        counts += [sum(bool(t.success) for t in trajs[j * samples:(j + 1) * samples]) for j in range(len(chunk))]
+    every = [c for part in dist.allgather_json(counts) for c in part]
+    rates = np.asarray(every, np.float64) / samples
+    row = {"eval/sampled_success": float(rates.mean()),
+           "eval/sampled_success_se": float(rates.std() / math.sqrt(len(rates))), "eval/samples": samples}
+    k = 2
+    while k <= samples:
+        row[f"eval/pass@{k}"] = float(np.mean([pass_at_k(samples, c, k) for c in every]))
+        k *= 2
+    return row
+
+
 def check_task_config(c) -> None:
     """Task ranges of a config: train seeds must be >= 0 (negative seeds are eval tasks, envs.base)."""
     e = c.env
@@ -72,6 +110,8 @@ def check_task_config(c) -> None:
                 if field == "train_seed_start" else ""))
     if int(c.train.eval_episodes) < 1:
         raise ValueError(f"c.train.eval_episodes={c.train.eval_episodes} must be >= 1")
+    if int(c.train.eval_samples) < 0:
+        raise ValueError(f"c.train.eval_samples={c.train.eval_samples} must be >= 0")
 
 
 def eval_metrics(successes, scores) -> dict[str, float]:

@@ -223,11 +223,15 @@ class Trainer:
         return evaluation.eval_task_count(self.config, self.run.task_splits, episodes)
 
     def evaluate(self, count: int | None = None) -> dict[str, float]:
-        """Greedy success and score on `count` held-out eval tasks (`evaluation.evaluate`); with
-        train.dump_episodes = N, the first N episodes go to W/episodes/eval_<step>.jsonl."""
+        """Greedy success and score on `count` held-out eval tasks (`evaluation.evaluate`), and with
+        train.eval_samples = k the sampled success and pass@k (`evaluation.evaluate_sampled`); with
+        train.dump_episodes = N, the first N greedy episodes go to W/episodes/eval_<step>.jsonl."""
         n, played = self.config.train.dump_episodes, []
-        row = evaluation.evaluate(self.run.greedy, self.run.pool, self.eval_task_count(count),
-                                  played if n else None)
+        tasks = self.eval_task_count(count)
+        row = evaluation.evaluate(self.run.greedy, self.run.pool, tasks, played if n else None)
+        if self.config.train.eval_samples:
+            row.update(evaluation.evaluate_sampled(self.run.rollout, self.run.pool, tasks,
+                                                   int(self.config.train.eval_samples)))
         if n:
             episodes.write(self.run.root, f"eval_{self.step}", episodes.eval_records(played, self.run.tokenizer, n),
                            n)
