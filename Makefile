@@ -9,6 +9,8 @@ STAMP := $(VENV)/.installed
 VENV312 := .venv312
 STAMP312 := $(VENV312)/.installed
 EXTRAS := test,alfworld,serve
+# Every package at the version the suite last passed with (constraints/py3XX.txt, `pip freeze` of the lane's
+# venv): a new release reaches CI only when these files change. Refresh: make constraints (after make test).
 # The 3.11 lane also installs libtpu (the tpu extra, ~700 MB) and requires the TPU compile tests
 # (tests/aot) to run. Each test runs in one lane (PROVER_TEST_LANE; the table is in tests/conftest.py):
 # model, sharding, rollout and training on 3.12 / jax 0.12, everything else on 3.11 / jax 0.10.
@@ -17,18 +19,18 @@ STAMP_TPU := $(VENV)/.installed-tpu
 # (module fixtures built once): most of the suite's time is single-threaded tracing and compiling.
 PYTEST := PROVER_REQUIRE_ALFWORLD=1 python -m pytest -q -ra --durations=8 --timeout=900 -n auto --dist loadfile tests
 
-.PHONY: test test-py311 test-py312 demo install clean
+.PHONY: test test-py311 test-py312 demo install clean constraints
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(STAMP): setup.py | $(BIN)/python
-	$(BIN)/pip install -q -e ".[$(EXTRAS)]"
+$(STAMP): setup.py constraints/py311.txt | $(BIN)/python
+	$(BIN)/pip install -q -e ".[$(EXTRAS)]" -c constraints/py311.txt
 	touch $(STAMP)
 
 $(STAMP_TPU): $(STAMP)
-	$(BIN)/pip install -q -e ".[tpu]"
+	$(BIN)/pip install -q -e ".[tpu]" -c constraints/py311.txt
 	touch $(STAMP_TPU)
 
 $(VENV312)/bin/python:
@@ -36,11 +38,15 @@ $(VENV312)/bin/python:
 	$(PY312) -m venv $(VENV312)
 	$(VENV312)/bin/pip install -q --upgrade pip
 
-$(STAMP312): setup.py | $(VENV312)/bin/python
-	$(VENV312)/bin/pip install -q -e ".[$(EXTRAS)]"
+$(STAMP312): setup.py constraints/py312.txt | $(VENV312)/bin/python
+	$(VENV312)/bin/pip install -q -e ".[$(EXTRAS)]" -c constraints/py312.txt
 	touch $(STAMP312)
 
 install: $(STAMP)
+
+constraints:
+	$(BIN)/pip freeze | grep -v "^-e \|^prover.jax" > constraints/py311.txt
+	$(VENV312)/bin/pip freeze | grep -v "^-e \|^prover.jax" > constraints/py312.txt
 
 test: test-py311 test-py312
 

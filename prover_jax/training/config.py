@@ -204,7 +204,10 @@ def default_config() -> ml_collections.ConfigDict:
     # > 0: N episodes of each RL step and of each evaluation written to WORKDIR/episodes/ as JSON lines (text as
     # the policy saw it, turns, advantages, the credit method's notes; training/episodes.py); `prover-episodes W`
     c.train.dump_episodes = 0
-    c.train.tensorboard = True  # metrics.jsonl's numeric scalars also as TensorBoard files in WORKDIR/tensorboard/
+    # where metrics.jsonl's rows also go (process 0; training/trackers.py): tensorboard (WORKDIR/tensorboard/) | wandb
+    # | trackio (the trackers extra; the run id kept in WORKDIR/trackers.json, so a resume continues the same run)
+    c.train.loggers = ("tensorboard",)
+    c.train.tracker_project = "prover_jax"  # the wandb / trackio project
 
     # Supervised warm start on expert demonstrations (before RL; skipped when steps = 0).
     c.sft = ml_collections.ConfigDict()

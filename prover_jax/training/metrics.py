@@ -11,7 +11,7 @@ is the same on every process and is taken from process 0. With one process the r
     tb = TensorBoardLog(root / "tensorboard", kept_rows)   # process 0 only
     tb.write(row)                                           # every numeric scalar of the row at row["step"]
 
-TensorBoardLog mirrors metrics.jsonl (train.tensorboard): opening it (a new run or a resume, after the
+TensorBoardLog mirrors metrics.jsonl (train.loggers has tensorboard): opening it (a new run or a resume, after the
 trainer dropped the rows of steps past the checkpoint) deletes the folder's event files and writes the
 rows kept in metrics.jsonl again into one new file, so a resumed run shows each step once.
 """

@@ -12,8 +12,8 @@ a row {"step": the step it followed, "eval/success", "eval/success_se", "eval/sc
 "eval/episodes"} to metrics.jsonl (training rows are the ones with "success_rate"). The summary keeps
 success_before_rl / success_after_rl (floats) and the whole rows as eval_before_rl / eval_after_rl.
 
-Process 0 also writes every row's numeric scalars to WORKDIR/tensorboard/ (train.tensorboard;
-metrics.TensorBoardLog: rewritten from metrics.jsonl's kept rows at each start, so a resumed run shows
+Process 0 also writes every row's numeric scalars to the sinks of train.loggers (training/trackers.py;
+TensorBoard's files are rewritten from metrics.jsonl's kept rows at each start, so a resumed run shows
 each step once) and shows a progress bar (train success, latest eval success ± SE, the credit method's
 headline figures, `Needs.headline`, e.g. ProVer's acceptance, seconds per step); `summary_block(summary)`
 is the short text of the figures that matter, printed by prover-train at the end. No method's metric
@@ -55,12 +55,12 @@ def train(config, workdir: str, export_hf: str | None = None, eval_only: bool = 
 
     rows = read_rows(trainer.run.metrics_path) if primary else []
     latest = {"train": None, "eval": next((r for r in reversed(rows) if "eval/success" in r), None)}
-    tb = bar = None
+    sinks, bar = [], None
 
     def log(row: dict) -> None:
         trainer.log(row)
-        if tb is not None:
-            tb.write(row)
+        for sink in sinks:
+            sink.write(row)
         latest["eval" if "eval/success" in row else "train"] = row
         if bar is not None:
             bar.set_postfix(_live(latest["train"], latest["eval"], trainer.run.needs.headline))
@@ -72,9 +72,9 @@ def train(config, workdir: str, export_hf: str | None = None, eval_only: bool = 
         return result
 
     try:
-        if primary and not eval_only and config.train.tensorboard:
-            from prover_jax.training.metrics import TensorBoardLog
-            tb = TensorBoardLog(trainer.run.root / "tensorboard", rows)
+        if primary and not eval_only:
+            from prover_jax.training.trackers import open_sinks
+            sinks = open_sinks(config, trainer.run.root, rows)
         if eval_only:
             summary["eval_only"] = trainer.evaluate()
             summary["eval_only_success"] = summary["eval_only"]["eval/success"]
@@ -130,8 +130,8 @@ def train(config, workdir: str, export_hf: str | None = None, eval_only: bool = 
         save_summary()
         return summary
     finally:
-        if tb is not None:
-            tb.close()
+        for sink in sinks:
+            sink.close()
         trainer.close()
 
 

@@ -1,5 +1,6 @@
 """The recorded comparisons (bench/results/compare_*) reproduce: the report rebuilt from each record's runs
-is its compare.md (AUC and collapse figures included), and the README's tables print the same cells."""
+is its compare.md (AUC and collapse figures included), and the tables the docs quote (README.md,
+docs/*.md) print the same cells."""
 
 import glob
 import json
@@ -14,6 +15,12 @@ from helpers.markdown import md_table
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RECORDS = sorted(os.path.dirname(p) for p in glob.glob(os.path.join(ROOT, "bench/results/compare_*/compare.json")))
 SHARED = ("final eval success", "RL gain", "Δ vs grpo", "Δ per seed", "extra-token frac")
+
+
+def doc_texts() -> list[str]:
+    """README.md and docs/*.md: the texts that quote the records' tables."""
+    paths = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+    return [open(p, encoding="utf-8").read() for p in paths]
 
 
 def rebuild(record: str, out: str) -> tuple[str, dict]:
@@ -44,7 +51,7 @@ def check_new_figures(result: dict, table: dict) -> None:
 
 @pytest.mark.skipif(not RECORDS, reason="no recorded comparison")
 @pytest.mark.parametrize("record", RECORDS, ids=os.path.basename)
-def test_record_reproduces_and_readme_quotes_it(record, tmp_path):
+def test_record_reproduces_and_the_docs_quote_it(record, tmp_path):
     md = open(os.path.join(record, "compare.md")).read()
     recorded = md_table(md)
     rebuilt_md, result = rebuild(record, str(tmp_path))
@@ -55,11 +62,10 @@ def test_record_reproduces_and_readme_quotes_it(record, tmp_path):
         assert {k: rebuilt[method][k] for k in row} == row, method
     check_new_figures(result, rebuilt)
     budget = json.load(open(os.path.join(record, "compare.json")))["budget_tokens"]
-    readme = open(os.path.join(ROOT, "README.md")).read()
-    header = [i for i, line in enumerate(readme.splitlines())
-              if line.startswith("| method |") and f"success @ {budget:,.0f} tokens" in line]
-    assert len(header) == 1, f"README: one table at the budget of {os.path.basename(record)} ({budget:,.0f})"
-    quoted = md_table(readme, header[0])
+    found = [(text, i) for text in doc_texts() for i, line in enumerate(text.splitlines())
+             if line.startswith("| method |") and f"success @ {budget:,.0f} tokens" in line]
+    assert len(found) == 1, f"docs: one table at the budget of {os.path.basename(record)} ({budget:,.0f})"
+    quoted = md_table(*found[0])
     assert list(quoted) == list(recorded)
     for method, row in quoted.items():
         for column in SHARED + (f"success @ {budget:,.0f} tokens",):

@@ -33,7 +33,7 @@ def test_a_step_dumps_episodes_whose_text_is_the_trained_tokens(tmp_path, monkey
     monkeypatch.setattr(assemble, "train_batch", spy)
     c = trainer_config()
     c.sft.steps = 0
-    c.train.tensorboard = False
+    c.train.loggers = ()
     c.train.dump_episodes = 3
     workdir = str(tmp_path / "run")
     train(c, workdir, progress=False)

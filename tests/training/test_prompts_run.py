@@ -22,7 +22,7 @@ def config(tmp_path, method="grpo"):
     c.rollout.max_turns = 0
     c.sft.steps = 2
     c.credit.method = method
-    c.train.tensorboard = False
+    c.train.loggers = ()
     return c
 
 

@@ -21,7 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def config(**train):
     c = trainer_config()
-    c.sft.steps, c.credit.method, c.train.tensorboard = 0, "grpo", False
+    c.sft.steps, c.credit.method, c.train.loggers = 0, "grpo", ()
     for k, v in train.items():
         setattr(c.train, k, v)
     return c
@@ -69,7 +69,7 @@ def test_a_run_writes_its_config_and_provenance_and_lists_changes_on_resume(tmp_
 def test_prover_train_from_a_run_folders_config_starts_the_same_run(tmp_path):
     first, second = str(tmp_path / "w1"), str(tmp_path / "w2")
     overrides = ["--config.train.steps=1", "--config.sft.steps=0", "--config.credit.method=grpo",
-                 "--config.train.tensorboard=False"]
+                 "--config.train.loggers=()"]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "tests")]))
     subprocess.run([sys.executable, "-m", "prover_jax.training.cli", "--noprogress", f"--config={PATH}", *overrides,
                     f"--workdir={first}"], check=True, env=env, capture_output=True)

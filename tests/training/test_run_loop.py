@@ -19,7 +19,7 @@ def config(**train):
     c = trainer_config()
     c.sft.steps = 0
     c.credit.method = "grpo"
-    c.train.tensorboard = False
+    c.train.loggers = ()
     for k, v in train.items():
         setattr(c.train, k, v)
     return c
