@@ -19,7 +19,7 @@ STAMP_TPU := $(VENV)/.installed-tpu
 # (module fixtures built once): most of the suite's time is single-threaded tracing and compiling.
 PYTEST := PROVER_REQUIRE_ALFWORLD=1 python -m pytest -q -ra --durations=8 --timeout=900 -n auto --dist loadfile tests
 
-.PHONY: test test-py311 test-py312 demo install clean constraints
+.PHONY: test test-py311 test-py312 demo install clean constraints peers
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -43,6 +43,13 @@ $(STAMP312): setup.py constraints/py312.txt | $(VENV312)/bin/python
 	touch $(STAMP312)
 
 install: $(STAMP)
+
+# the peers bench/grpo_peers.py times against (not needed by the suite): TRL with the CPU torch on Python 3.11,
+# Tunix on 3.12 with the pins it resolves quickly with
+peers:
+	$(PY) -m venv .venv-trl && .venv-trl/bin/pip install -q --upgrade pip && .venv-trl/bin/pip install -q torch==2.13.0 trl
+	$(PY312) -m venv .venv-tunix && .venv-tunix/bin/pip install -q --upgrade pip && \
+		.venv-tunix/bin/pip install -q google-tunix==0.1.7 jax==0.12.0.1
 
 constraints:
 	$(BIN)/pip freeze | grep -v "^-e \|^prover.jax" > constraints/py311.txt
