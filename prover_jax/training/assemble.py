@@ -11,7 +11,8 @@ uids the loss sees); `figures`: the row's overlong_penalty (the mean penalty) an
 `metrics.advantage_metrics` of the trained episodes.
 
 L (the longest episode of any process, padded to train.length_multiple; packed: train.max_tokens_per_row)
-and the row count B (the most any process needs) are agreed with `allgather_json`, so every process
+and the row count B (the most any process needs; packed: the global micro-batch count padded to the next
+of `packed_micro_batches`, so every process agrees on the bucket) are agreed with `allgather_json`, so every process
 packs [B, L] rows (`batch.pack`) and `distributed.global_batch` lays them out as one global batch.
 With train.logits = policy, P (the most policy tokens of any row, widened by `batch.policy_width`) is
 agreed too and policy_at added. `trained[i]` False keeps episode i out of the loss mask (context only).
@@ -29,7 +30,8 @@ from prover_jax import distributed as dist
 from prover_jax.credit.pipeline import split_groups
 from prover_jax.credit.shaping import overlong_shaping, trained_episodes
 from prover_jax.rollout.trajectory import Trajectory
-from prover_jax.training.batch import first_fit, pack, padded_length, policy_positions, policy_width
+from prover_jax.training.batch import (bucket, first_fit, micro_batch_buckets, pack, padded_length, policy_positions,
+                                      policy_width)
 from prover_jax.training.metrics import advantage_metrics
 
 
@@ -41,6 +43,10 @@ def global_batch(config, mesh, trajs: Sequence[Trajectory], advantages: Sequence
     shapes = dist.allgather_json([max(len(t.tokens) for t in trajs), n_rows])
     L = padded_length(max(n for n, _ in shapes), c.train.length_multiple, c.rollout.max_target_length)
     B = max(b for _, b in shapes)  # equal rows on every process
+    if cap > 0:  # packed: the global micro-batch count padded to its bucket (`packed_micro_batches`)
+        P, mb = dist.process_count(), c.train.micro_batch_size
+        M = bucket(-(-B * P // mb), packed_micro_batches(c))
+        B = -(-M * mb // P)
     rows = pack(trajs, advantages, B, length=L, max_tokens_per_row=cap, num_rows=B, trained=trained)
     if c.train.logits == "policy":  # the vocab projection at the policy tokens only: P agreed over processes
         most = max(dist.allgather_json(int(rows["loss_mask"].sum(-1).max())))
@@ -57,6 +63,14 @@ class Trained:
     groups: list[list[Trajectory]]
     advantages: list[list[np.ndarray]]
     uids: set[int]
+
+
+def packed_micro_batches(config) -> list[int]:
+    """The micro-batch counts of packed batches (`batch.micro_batch_buckets` of train.packed_buckets, up to
+    a step's episodes one per row): what the update is compiled for."""
+    c = config
+    most = -(-c.rollout.groups_per_step * c.rollout.group_size // c.train.micro_batch_size)
+    return micro_batch_buckets(most, c.train.packed_buckets)
 
 
 def train_batch(config, mesh, selected) -> tuple[Trained, dict[str, np.ndarray], dict, dict]:

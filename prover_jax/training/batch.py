@@ -97,6 +97,30 @@ def pack(trajs: Sequence[Trajectory], advantages: Sequence[np.ndarray], micro_ba
     return {k: v.reshape(B // mb, mb, L) for k, v in out.items()}
 
 
+def micro_batch_buckets(most: int, buckets=()) -> list[int]:
+    """The micro-batch counts a packed batch is padded to (train.packed_buckets; ascending): the given ones
+    below `most` (the unpacked count: one episode per row) and `most`; () = 1, 2, 4, ... below `most`, and
+    `most`. Each is compiled once, so the list trades compiles for padding."""
+    most = max(int(most), 1)
+    given = sorted({int(b) for b in buckets})
+    if any(b < 1 for b in given):
+        raise ValueError(f"train.packed_buckets must hold micro-batch counts >= 1, got {list(buckets)}")
+    if not given:
+        given, b = [], 1
+        while b < most:
+            given.append(b)
+            b *= 2
+    return sorted({b for b in given if b < most} | {most})
+
+
+def bucket(count: int, buckets: Sequence[int]) -> int:
+    """The least bucket >= count (ValueError past the largest)."""
+    for b in buckets:
+        if b >= count:
+            return b
+    raise ValueError(f"a packed batch of {count} micro-batches is past the largest bucket {buckets[-1]}")
+
+
 POLICY_MULTIPLE = 128  # the narrowest `policy_at`; wider ones double (`policy_width`): few shapes to compile
 
 

@@ -185,6 +185,9 @@ def default_config() -> ml_collections.ConfigDict:
     # > 0: packed rows of this many tokens, episodes placed first-fit by decreasing length (segment ids
     # keep each episode's forward its own); >= rollout.max_target_length. 0: one episode per row
     c.train.max_tokens_per_row = 0
+    # packed batches: the micro-batch counts a batch is padded to, each compiled once (train.precompile, prover-aot);
+    # () = 1, 2, 4, ... and the unpacked count (a step's episodes one per row): fewer compiles, some padding rows
+    c.train.packed_buckets = ()
     c.train.logprob_chunk = 0  # >0: log-probs computed in chunks of this many positions (large vocab)
     # where the RL update projects onto the vocabulary: all (every position) | policy (the policy tokens
     # only, padded per row to a multiple of 128 positions; the loss needs no other)

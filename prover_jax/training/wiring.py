@@ -36,6 +36,7 @@ from prover_jax.sampling import Driver, Engine, SamplingParams
 from prover_jax.sharding import make_mesh
 from prover_jax.training import build as pieces
 from prover_jax.training import dynamic, evaluation, sft
+from prover_jax.training.assemble import packed_micro_batches
 from prover_jax.training.batch import padded_length, policy_widths
 from prover_jax.training.checkpoints import Checkpoints
 from prover_jax.training.loss import check_sampling
@@ -154,7 +155,8 @@ def length_buckets(config) -> list[int]:
 def precompile(config, mesh, train_step, state: TrainState, frozen, max_policy_tokens: int | None = None,
                logprob_pass: LogprobPass | None = None) -> None:
     """Compiles the update for every batch shape now, so no RL step waits on a compile: every
-    length bucket, or with packed rows every micro-batch count at train.max_tokens_per_row; with the
+    length bucket, or with packed rows every micro-batch bucket (`assemble.packed_micro_batches`) at
+    train.max_tokens_per_row; with the
     batch keys the trainer's batches carry (ref_logprobs with a KL term, prox_logprobs off-policy
     with loss.tis_cap), and with train.logits = policy each policy_at width (`batch.policy_widths`) of
     rows holding up to `max_policy_tokens` policy tokens (None: up to the row's length). The same
@@ -162,7 +164,7 @@ def precompile(config, mesh, train_step, state: TrainState, frozen, max_policy_t
     c = config
     M = -(-c.rollout.groups_per_step * c.rollout.group_size // c.train.micro_batch_size)
     cap = c.train.max_tokens_per_row
-    rows = [(m, cap) for m in range(1, M + 1)] if cap > 0 else [(M, L) for L in length_buckets(c)]
+    rows = [(m, cap) for m in packed_micro_batches(c)] if cap > 0 else [(M, L) for L in length_buckets(c)]
     shapes = [(m, L, P) for m, L in rows for P in
               (policy_widths(L, max_policy_tokens or L) if c.train.logits == "policy" else [0])]
     t0 = time.perf_counter()

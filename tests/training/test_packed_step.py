@@ -161,3 +161,36 @@ def test_rows_shorter_than_an_episode_are_refused(tmp_path):
     c.train.max_tokens_per_row = 512
     with pytest.raises(ValueError, match="train.max_tokens_per_row = 512 is below rollout.max_target_length = 1024"):
         trainer_lib.Trainer(c, str(tmp_path / "w"))
+
+
+def test_micro_batch_buckets_and_the_bucket_of_a_count():
+    from prover_jax.training.batch import bucket, micro_batch_buckets
+
+    assert micro_batch_buckets(6) == [1, 2, 4, 6] and micro_batch_buckets(8) == [1, 2, 4, 8]
+    assert micro_batch_buckets(1) == [1] and micro_batch_buckets(16, (3, 12, 40)) == [3, 12, 16]
+    assert [bucket(n, [1, 2, 4, 6]) for n in (1, 2, 3, 4, 5, 6)] == [1, 2, 4, 4, 6, 6]
+    with pytest.raises(ValueError, match="past the largest bucket 6"):
+        bucket(7, [1, 2, 4, 6])
+    with pytest.raises(ValueError, match="train.packed_buckets must hold micro-batch counts >= 1"):
+        micro_batch_buckets(4, (0, 2))
+
+
+def test_precompile_covers_every_packed_bucket(tmp_path):
+    """Packed rows with train.precompile: the update is compiled for each micro-batch bucket before the first
+    step, and the steps then compile no update (a miss would call `jitted`)."""
+    from prover_jax.training.assemble import packed_micro_batches
+
+    c = trainer_config()
+    c.sft.steps, c.credit.method = 0, "grpo"
+    c.train.max_tokens_per_row, c.train.micro_batch_size, c.train.precompile = 1024, 1, True
+    c.train.logits = "all"  # one program per bucket (policy logits: one per bucket and policy width)
+    assert packed_micro_batches(c) == [1, 2, 4]  # 2 tasks x 2 episodes, one per row: 4 micro-batches
+    t = trainer_lib.Trainer(c, str(tmp_path / "packed"))
+    try:
+        step = t.run.train_step
+        assert len(step._compiled) == 3
+        step.jitted = lambda *a, **k: (_ for _ in ()).throw(AssertionError("an update compiled in a step"))
+        for _ in range(2):
+            assert t.rl_step()["applied"]
+    finally:
+        t.close()
