@@ -17,14 +17,15 @@ fsdp x tensor shards of the weights, R = rows per GPU per micro-batch, L = rollo
   checkpoints  R x L x D x 2 per layer block (the block inputs the remat keeps)
   block        R x L x (per-token working set of the block being recomputed in the backward, values and
                their gradients): per layer 2 x 2 x (4 D + 3 I) bf16 for norms, residuals and the MLP,
-               plus per attention layer 2 x 2 x (3 H hd + 2 Hkv hd) (no T x T scores: cuDNN / splash),
-               per delta-rule layer 2 x (2 x 2 x (2 C_conv + Hv dv) + 4 x (2 Hv dk + 2 Hv dv + Hv c)) with
-               c = the chunk (its in-chunk matrices in fp32)
+               plus the sequence mixers' (the family's `mixer_activation_bytes`: e.g. Qwen3.5's attention
+               2 x 2 x (3 H hd + 2 Hkv hd), no T x T scores: cuDNN / splash, and its delta rule's
+               in-chunk matrices in fp32 at the runtime's chunk)
   logits       R x logprob_chunk x V x 4 x 3 (fp32 logits, log-softmax and its gradient)
 generate (the engine: whole bf16 weights on each GPU of a host, slots split over them, S = slots / GPU):
   weights      P x 2
-  kv           S x L x (full-attention layers) x 2 (k, v) x Hkv x hd x 2 (bf16)
-  delta state  S x (delta-rule layers) x (Hv dk dv x 4 + (K - 1) x C_conv x 2)
+  cache        the family's `decode_state_bytes` of S slots of L tokens: kv = S x L x (full-attention
+               layers) x 2 (k, v) x Hkv x hd x 2 (bf16); Qwen3.5's delta_state = S x (delta-rule layers)
+               x (Hv dk dv x 4 + (K - 1) x C_conv x 2)
   logits       S x V x 4
 The trainer keeps the engine's weights and caches while it updates (colocated RL), so the check is
 train_step + the engine's resident arrays <= `usable` (90%) of the GPU's memory: the rest is the CUDA
@@ -39,43 +40,30 @@ estimate, meant to say which layouts fit with margin, not to replace a run on th
 from __future__ import annotations
 
 from prover_jax.aot.chips import GIB, parse_slice
+from prover_jax.models import family_for
 
 USABLE = 0.9  # fraction of the GPU's memory a layout may plan for
 
 
-def _gpu_gdn_chunk(cfg) -> int:
-    """The delta-rule chunk the family's runtime takes on a GPU by default."""
-    from prover_jax.models import family_for
-    return family_for(cfg).resolve_runtime("gpu", cudnn=False).gdn_chunk
-
-
-def _counts(cfg):
-    return cfg.full_attention_layers, cfg.num_hidden_layers - cfg.full_attention_layers
-
-
 def train_step_bytes(cfg, *, shards: int, rows_per_device: float, length: int, logprob_chunk: int,
-                     param_bytes: int = 4, scan_layers: bool = True, gdn_chunk: int | None = None,
-                     block_layers: int = 4, lora_params: int = 0) -> dict:
-    """Bytes per device of one accumulating train step (terms in the module docstring); gdn_chunk None:
-    the delta-rule chunk a GPU runs by default (the family's runtime resolved for "gpu"). lora_params > 0
-    (LoRA): the state is the frozen base (P x param bytes) and the adapters' fp32 values, Adam moments
-    and gradients (lora_params x 16)."""
-    if gdn_chunk is None:
-        gdn_chunk = _gpu_gdn_chunk(cfg)
+                     param_bytes: int = 4, scan_layers: bool = True, runtime=None, block_layers: int = 4,
+                     lora_params: int = 0) -> dict:
+    """Bytes per device of one accumulating train step (terms in the module docstring); runtime: the
+    family's runtime the mixers' working set is sized for (None: its runtime resolved for "gpu" without
+    cuDNN, e.g. the delta-rule chunk a GPU runs by default). lora_params > 0 (LoRA): the state is the
+    frozen base (P x param bytes) and the adapters' fp32 values, Adam moments and gradients
+    (lora_params x 16)."""
+    fam = family_for(cfg)
+    if runtime is None:
+        runtime = fam.resolve_runtime("gpu", cudnn=False)
     P = cfg.param_count()
     D, I, V = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size
-    H, Hkv, hd = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
-    Hv, dk, dv = cfg.linear_num_value_heads, cfg.linear_key_head_dim, cfg.linear_value_head_dim
-    n_full, n_lin = _counts(cfg)
-    layers = n_full + n_lin
+    layers = cfg.num_hidden_layers
     embed = V * D * (1 if cfg.tie_word_embeddings else 2)
     p_layers = P - embed
     tokens = rows_per_device * length
     per_layer = 2 * 2 * (4 * D + 3 * I)
-    per_full = 2 * 2 * (3 * H * hd + 2 * Hkv * hd)
-    per_lin = 2 * (2 * 2 * (2 * cfg.conv_dim + Hv * dv) + 4 * (2 * Hv * dk + 2 * Hv * dv + Hv * gdn_chunk))
-    frac_full = n_full / layers
-    block = tokens * block_layers * (per_layer + frac_full * per_full + (1 - frac_full) * per_lin)
+    block = tokens * block_layers * (per_layer + fam.mixer_activation_bytes(cfg, runtime))
     out = {
         "state": (P * (param_bytes + 8 + 4) if not lora_params else P * param_bytes + lora_params * 16) / shards,
         "scan_copy": p_layers * 2 / shards if scan_layers else 0.0,
@@ -89,16 +77,11 @@ def train_step_bytes(cfg, *, shards: int, rows_per_device: float, length: int, l
 
 
 def engine_bytes(cfg, *, slots_per_device: float, length: int) -> dict:
-    """Bytes per device of the engine's resident arrays (whole bf16 weights, caches) and a decode step."""
-    Hv, dk, dv = cfg.linear_num_value_heads, cfg.linear_key_head_dim, cfg.linear_value_head_dim
-    n_full, n_lin = _counts(cfg)
-    out = {
-        "weights": cfg.param_count() * 2,
-        "kv": slots_per_device * length * n_full * 2 * cfg.num_key_value_heads * cfg.head_dim * 2,
-        "delta_state": slots_per_device * n_lin * (Hv * dk * dv * 4
-                                                   + (cfg.linear_conv_kernel_dim - 1) * cfg.conv_dim * 2),
-        "logits": slots_per_device * cfg.vocab_size * 4,
-    }
+    """Bytes per device of the engine's resident arrays (whole bf16 weights, the family's decode cache:
+    `Family.decode_state_bytes`) and a decode step's logits."""
+    out = {"weights": cfg.param_count() * 2,
+           **family_for(cfg).decode_state_bytes(cfg, slots=slots_per_device, length=length),
+           "logits": slots_per_device * cfg.vocab_size * 4}
     out["total"] = sum(out.values())
     return out
 
@@ -115,12 +98,13 @@ def estimate(config, layout: str | None = None) -> dict:
         raise ValueError(f"mesh {c.mesh.data}x{c.mesh.fsdp}x{c.mesh.tensor} does not fit {s.name}'s {s.chips} GPUs")
     per_host = min(s.chips, s.chip.chips_per_host)
     from prover_jax.models.lora import LoraSpec, lora_param_count
+    from prover_jax.training.build import model_runtime
     spec = LoraSpec.from_config(c.model.lora)
     train = train_step_bytes(
         cfg, shards=c.mesh.fsdp * c.mesh.tensor, rows_per_device=c.train.micro_batch_size / (c.mesh.data * c.mesh.fsdp),
         length=c.rollout.max_target_length, logprob_chunk=c.train.logprob_chunk or c.rollout.max_target_length,
         param_bytes=4 if c.model.param_dtype == "float32" else 2, scan_layers=bool(c.model.scan_layers),
-        gdn_chunk=c.model.gdn_chunk or None, lora_params=lora_param_count(cfg, spec) if spec else 0)
+        runtime=model_runtime(c, platform="gpu", cudnn=False), lora_params=lora_param_count(cfg, spec) if spec else 0)
     engine = engine_bytes(cfg, slots_per_device=c.rollout.max_concurrent_decodes / per_host,
                           length=c.rollout.max_target_length)
     total = train["total"] + engine["total"]

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from prover_jax.models import family_for
+from prover_jax.models import DEFAULT_FAMILY, family_for
 from prover_jax.sharding import make_mesh, tree_shardings
 from prover_jax.training.build import DTYPES, logprob_pass, reference_is_base, update_program, uses_logprob_pass
 
@@ -69,17 +69,15 @@ def matmul_params(cfg) -> int:
 
 
 def full_attention_flops_per_token(cfg, context: int) -> float:
-    """Forward flops per token of full attention's q k^T and p v over `context` keys on average."""
-    return cfg.full_attention_layers * 4.0 * cfg.num_attention_heads * cfg.head_dim * context
+    """Forward flops per token the attention kernel (runtime.attention splash | cudnn) runs over
+    `context` keys on average: the family's cost model (`Family.full_attention_flops_per_token`)."""
+    return family_for(cfg).full_attention_flops_per_token(cfg, context)
 
 
 def attention_flops_per_token(cfg, context: int) -> float:
-    """Forward flops per token of the sequence mixers beyond their projections: full attention
-    (causal context of `context` tokens on average) and the delta rule's state reads/writes
-    (~3 dk x dv products per value head)."""
-    lin = cfg.num_hidden_layers - cfg.full_attention_layers
-    gdn = 6.0 * cfg.linear_num_value_heads * cfg.linear_key_head_dim * cfg.linear_value_head_dim
-    return full_attention_flops_per_token(cfg, context) + lin * gdn
+    """Forward flops per token of the sequence mixers beyond their projections (causal context of
+    `context` tokens on average): the family's cost model (`Family.attention_flops_per_token`)."""
+    return family_for(cfg).attention_flops_per_token(cfg, context)
 
 
 def _with_shardings(abstract_tree, shardings_tree):
@@ -88,11 +86,10 @@ def _with_shardings(abstract_tree, shardings_tree):
 
 
 def abstract_params(cfg, mesh, *, dtype, param_dtype, runtime=None):
-    """(graphdef, params as sharded ShapeDtypeStructs) of the model on `mesh`."""
+    """(graphdef, params as sharded ShapeDtypeStructs, abstract model) of the model on `mesh`, running
+    per `runtime` (None: the family's default)."""
     fam = family_for(cfg)
-    model = fam.abstract_model(cfg, dtype=dtype, param_dtype=param_dtype, mesh=mesh)
-    if runtime is not None:
-        model.runtime = runtime
+    model = fam.abstract_model(cfg, dtype=dtype, param_dtype=param_dtype, mesh=mesh, runtime=runtime)
     graphdef, params = nnx.split(model, nnx.Param)
     return graphdef, _placed(params, fam.param_shardings(model, mesh)), model
 
@@ -167,10 +164,10 @@ def lora_params(config, mesh: Mesh):
         return None
     cfg = model_config(c)
     fam = family_for(cfg)
+    runtime = model_runtime(c, mesh)  # apply_lora keeps it (qwix adapts a clone)
     model = nnx.eval_shape(lambda: apply_lora(fam.model_class(
-        cfg, rngs=nnx.Rngs(0), dtype=DTYPES[c.model.dtype], param_dtype=DTYPES[c.model.param_dtype], mesh=mesh),
-        spec))
-    model.runtime = model_runtime(c, mesh)
+        cfg, rngs=nnx.Rngs(0), dtype=DTYPES[c.model.dtype], param_dtype=DTYPES[c.model.param_dtype], mesh=mesh,
+        runtime=runtime), spec))
     shardings = fam.param_shardings(model, mesh)
     graphdef, adapters, base = split_lora(model)
     return graphdef, _placed(adapters, shardings), _placed(base, shardings)
@@ -303,6 +300,7 @@ def judge_as_policy(config, host_devices: int):
     the judge's engine programs are built as the policy's are."""
     s, c = config.judge.serve, config.copy_and_resolve_references()
     c.model.init, c.model.path, c.model.size = ("hf" if s.model else "random"), s.model, s.size
+    c.model.family = DEFAULT_FAMILY  # judge.serve.size names a size of the default family
     c.model.dtype = s.dtype
     c.rollout.max_concurrent_decodes = s.max_concurrent_decodes
     c.rollout.max_prefill_length = min(s.max_prefill_length, s.max_target_length)

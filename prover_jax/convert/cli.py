@@ -17,9 +17,9 @@ import time
 import jax.numpy as jnp
 from absl import app, flags
 
-from prover_jax.convert.orbax_io import (is_train_workdir, load_checkpoint, load_train_adapters,
+from prover_jax.convert.orbax_io import (MODEL_DIR, is_train_workdir, load_checkpoint, load_train_adapters,
                                         load_train_checkpoint, save_checkpoint)
-from prover_jax.models import load_hf, save_hf
+from prover_jax.models import family_for, load_hf, save_hf
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("hf_dir", None, "HF checkpoint folder to import.")
@@ -64,10 +64,16 @@ def convert() -> None:
                 max_shard_bytes=FLAGS.max_shard_mb * 2 ** 20)
         print(f"wrote {FLAGS.out_hf} in {time.time() - t0:.1f}s")
     elif FLAGS.ckpt and FLAGS.out_peft and not (FLAGS.hf_dir or FLAGS.out or FLAGS.out_hf):
+        import json
+
+        from etils import epath
+
         from prover_jax.models.lora import LoraSpec, adapter_count, write_peft
         spec_json, adapters = load_train_adapters(FLAGS.ckpt, FLAGS.step)
         spec = LoraSpec.from_json(spec_json)
-        write_peft(FLAGS.out_peft, adapters, spec, base_model=spec_json.get("base_model", ""))
+        family = family_for(json.loads((epath.Path(FLAGS.ckpt) / MODEL_DIR / "config.json").read_text()))
+        write_peft(FLAGS.out_peft, adapters, spec, base_model=spec_json.get("base_model", ""),
+                   path_to_hf=family.path_to_hf)
         print(f"wrote {FLAGS.out_peft} ({adapter_count(adapters)} adapted projections, rank {spec.rank}) "
               f"in {time.time() - t0:.1f}s")
     else:

@@ -67,15 +67,16 @@ def source_dtypes(folder: str) -> tuple[tuple[str, str], ...]:
         return tuple(sorted(json.load(f).get("dtypes", {}).items()))
 
 
-def load_checkpoint(path: str, dtype=jnp.float32, mesh=None, compute_dtype=None) -> nnx.Module:
+def load_checkpoint(path: str, dtype=jnp.float32, mesh=None, compute_dtype=None, runtime=None) -> nnx.Module:
     """Restores a prover checkpoint into a model of its config.json's family (params cast to `dtype`,
-    sharded over `mesh`)."""
+    computing in `compute_dtype` (None: dtype), sharded over `mesh`, running per `runtime`: None, the
+    family's default)."""
     path = os.path.abspath(path)
     if not is_prover_checkpoint(path):
         raise FileNotFoundError(f"{path} is not a prover checkpoint (needs config.json and {PARAMS_DIR}/)")
     fam, cfg = read_config(path)
     compute_dtype = dtype if compute_dtype is None else compute_dtype
-    abstract = fam.abstract_model(cfg, dtype=compute_dtype, param_dtype=dtype, mesh=mesh)
+    abstract = fam.abstract_model(cfg, dtype=compute_dtype, param_dtype=dtype, mesh=mesh, runtime=runtime)
     graphdef, abs_state = nnx.split(abstract)
     shardings = fam.param_shardings(abstract, mesh) if mesh is not None else None
     device = jax.sharding.SingleDeviceSharding(jax.devices()[0])

@@ -7,8 +7,10 @@
     fam, cfg = read_config("/ckpt")              # config.json read once
     net = load_hf("/ckpt", dtype=jnp.bfloat16)   # the folder's family's load_hf
     save_hf(net, "/out")                         # the model's family's save_hf
+    fam.attention_flops_per_token(cfg, 2048)     # the cost model prover-aot and aot.gpu_memory read
 
-A new family is its folder under models/ plus one `register_family(Family(...))`.
+A new family is its folder under models/ (built from models/common) plus one
+`register_family(Family(...))`: nothing outside models/ names a family.
 """
 
 from __future__ import annotations
@@ -30,20 +32,34 @@ DEFAULT_FAMILY = "qwen3_5"  # whose named sizes model.size picks for a randomly 
 @dataclasses.dataclass(frozen=True, repr=False)
 class Family:
     """A model family's entry points. Models are nnx Modules with `.config` (an instance of
-    config_class); model_class(cfg, *, rngs, dtype, param_dtype, mesh=None) builds one."""
+    config_class) and `.runtime` (a runtime_class, static in the graph: how the uncached forward runs);
+    model_class(cfg, *, rngs, dtype, param_dtype, mesh=None, runtime=None) builds one (runtime None: the
+    runtime_class defaults). Models keep the trainer's and the engine's call contract
+    (`sampling.model_api.DecodeModel`; `common.model.DecoderLM` implements it)."""
 
     name: str
     model_types: tuple[str, ...]  # config.json `model_type` values the family reads
-    config_class: type  # .from_hf_dict(d), .to_hf_dict(), .eos_ids, .vocab_size, .param_count()
+    # .from_hf_dict(d), .to_hf_dict(), .eos_ids, .vocab_size, .hidden_size, .tie_word_embeddings,
+    # .param_count(), .num_hidden_layers
+    config_class: type
     configs: Mapping[str, Any]  # named sizes -> config_class instances
     model_class: type
-    abstract_model: Callable  # (cfg, *, dtype, param_dtype, mesh=None) -> model of ShapeDtypeStructs
+    abstract_model: Callable  # (cfg, *, dtype, param_dtype, mesh=None, runtime=None) -> model of ShapeDtypeStructs
     shard_model: Callable  # (model, mesh) -> the model, params placed on mesh
     param_shardings: Callable  # (model or abstract model, mesh) -> {state path: NamedSharding}
-    load_hf: Callable  # (path, dtype, mesh=None, compute_dtype=None) -> model
+    load_hf: Callable  # (path, dtype, mesh=None, compute_dtype=None, runtime=None) -> model
     save_hf: Callable  # (model, out_dir, dtype=None, max_shard_bytes=...) -> None
-    resolve_runtime: Callable  # (platform, **settings) -> runtime_class, "auto" resolved for platform
+    path_to_hf: Callable  # (state path) -> (HF tensor name, transform): PEFT adapter names (models.lora)
+    # (platform, *, scan_layers, remat, attention, gdn_chunk, gdn_matmul_dtype, cudnn, dtype, packed)
+    # -> runtime_class, "auto" resolved for platform; settings the family has no use for are accepted
+    resolve_runtime: Callable
     runtime_class: type
+    lora_targets: tuple[str, ...]  # names of the Linear modules LoRA may adapt (model.lora.targets)
+    # the cost model (prover-aot's model flops, aot.gpu_memory's estimate):
+    attention_flops_per_token: Callable  # (cfg, context) -> forward flops / token of the mixers beyond projections
+    full_attention_flops_per_token: Callable  # (cfg, context) -> the part of those the attention kernel runs
+    mixer_activation_bytes: Callable  # (cfg, runtime) -> bytes / token / layer of the mixers in a remat block
+    decode_state_bytes: Callable  # (cfg, *, slots, length) -> {name: bytes} of the decode cache
 
     def __repr__(self) -> str:
         return f"Family({self.name!r}, model_types={self.model_types})"
@@ -116,9 +132,10 @@ def read_config(path: str) -> tuple[Family, Any]:
     return fam, fam.config_class.from_hf_dict(d)
 
 
-def load_hf(path: str, dtype=jnp.float32, mesh=None, compute_dtype=None):
-    """The model of HF folder `path` by its family's load_hf: params in `dtype`, placed on `mesh`."""
-    return family_for(path).load_hf(path, dtype=dtype, mesh=mesh, compute_dtype=compute_dtype)
+def load_hf(path: str, dtype=jnp.float32, mesh=None, compute_dtype=None, runtime=None):
+    """The model of HF folder `path` by its family's load_hf: params in `dtype`, computing in
+    `compute_dtype` (None: dtype), placed on `mesh`, running per `runtime` (None: the family's default)."""
+    return family_for(path).load_hf(path, dtype=dtype, mesh=mesh, compute_dtype=compute_dtype, runtime=runtime)
 
 
 def save_hf(model, out_dir: str, **kw) -> None:
@@ -131,10 +148,16 @@ QWEN3_5 = register_family(Family(
     config_class=qwen3_5.Qwen3_5Config, configs=qwen3_5.CONFIGS, model_class=qwen3_5.Qwen3_5,
     abstract_model=qwen3_5.abstract_model, shard_model=qwen3_5.shard_model,
     param_shardings=qwen3_5.param_shardings, load_hf=qwen3_5.load_hf, save_hf=qwen3_5.save_hf,
-    resolve_runtime=qwen3_5.resolve_runtime, runtime_class=qwen3_5.Runtime))
+    path_to_hf=qwen3_5.path_to_hf, resolve_runtime=qwen3_5.resolve_runtime, runtime_class=qwen3_5.Runtime,
+    lora_targets=qwen3_5.LORA_TARGETS, attention_flops_per_token=qwen3_5.cost.attention_flops_per_token,
+    full_attention_flops_per_token=qwen3_5.cost.full_attention_flops_per_token,
+    mixer_activation_bytes=qwen3_5.cost.mixer_activation_bytes, decode_state_bytes=qwen3_5.cost.decode_state_bytes))
 
 QWEN3 = register_family(Family(
     name="qwen3", model_types=(qwen3.MODEL_TYPE,), config_class=qwen3.Qwen3Config, configs=qwen3.CONFIGS,
     model_class=qwen3.Qwen3, abstract_model=qwen3.abstract_model, shard_model=qwen3.shard_model,
     param_shardings=qwen3.param_shardings, load_hf=qwen3.load_hf, save_hf=qwen3.save_hf,
-    resolve_runtime=qwen3.resolve_runtime, runtime_class=qwen3.Runtime))
+    path_to_hf=qwen3.path_to_hf, resolve_runtime=qwen3.resolve_runtime, runtime_class=qwen3.Runtime,
+    lora_targets=qwen3.LORA_TARGETS, attention_flops_per_token=qwen3.cost.attention_flops_per_token,
+    full_attention_flops_per_token=qwen3.cost.full_attention_flops_per_token,
+    mixer_activation_bytes=qwen3.cost.mixer_activation_bytes, decode_state_bytes=qwen3.cost.decode_state_bytes))

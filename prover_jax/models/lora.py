@@ -4,16 +4,17 @@
     lm = apply_lora(model, spec, mesh)                # adapters A [in, r] (he-uniform), B [r, out] = 0, fp32
     graphdef, adapters, base = split_lora(lm)         # nnx.LoRAParam state / the frozen base's nnx.Param state
     params = merge_weights(base, adapters, spec)      # a plain model's params: W + (alpha / r) A @ B
-    tensors, config = peft_adapter(adapters, spec, base_model)  # HF PEFT's adapter files
+    tensors, config = peft_adapter(adapters, spec, base_model, path_to_hf=fam.path_to_hf)  # HF PEFT's files
 
-qwix intercepts the `jnp.dot` of every `Linear` whose module path matches a target name, inside
-`Qwen3_5.hidden` (the method every forward goes through: the loss, the log-prob pass, prefill and
-decode), and adds (x @ A) @ B * alpha / r. With B = 0 the model is the base model exactly. The
-adapters are created by one cached forward (the uncached forward splits and merges each layer, where
-created variables would be lost), then checked: one pair per matched module, or an error.
+qwix intercepts the `jnp.dot` of every `Linear` (models.common.layers) whose module path matches a
+target name, inside the model's `hidden` (the method every forward goes through: the loss, the log-prob
+pass, prefill and decode), and adds (x @ A) @ B * alpha / r. With B = 0 the model is the base model
+exactly. The adapters are created by one cached forward (the uncached forward splits and merges each
+layer, where created variables would be lost), then checked: one pair per matched module, or an error.
 The sampler gets plain weights merged on device (`merge_weights`, jitted by the caller), so it
 decodes at the base model's cost; PEFT's scaling is alpha / r too (no rsLoRA), lora_A = A^T [r, in],
-lora_B = B^T [out, r].
+lora_B = B^T [out, r]. Which names a family's Linears have, and their HF names, are its `Family` record's
+(lora_targets, path_to_hf): nothing here names a family.
 """
 
 from __future__ import annotations
@@ -28,14 +29,13 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from prover_jax.models.qwen3_5 import Qwen3_5, shard_model
-from prover_jax.models.qwen3_5.layers import Linear
+from prover_jax.models.common.layers import Linear
+from prover_jax.models.families import family_for, known_families
 
-# every projection of both layer kinds and the MLP (not the embedding / head, nor the tiny GDN
-# gates in_proj_b / in_proj_a)
+# every projection of the attention layers, Qwen3.5's delta-rule layers and the MLP (not the embedding /
+# head, nor the tiny GDN gates in_proj_b / in_proj_a); a name a family's model lacks adapts nothing there
 DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "in_proj_qkv", "in_proj_z", "out_proj",
                    "gate_proj", "up_proj", "down_proj")
-KNOWN_TARGETS = DEFAULT_TARGETS + ("in_proj_b", "in_proj_a")  # every Linear of the model but the head
 A_SUFFIX, B_SUFFIX = "_lora_a", "_lora_b"
 
 
@@ -56,10 +56,10 @@ class LoraSpec:
         if int(section.rank) <= 0:
             return None
         targets = tuple(section.targets)
-        bad = [t for t in targets if t not in KNOWN_TARGETS]
+        known = known_targets()
+        bad = [t for t in targets if t not in known]
         if bad or not targets:
-            raise ValueError(f"model.lora.targets: unknown module names {bad}; choose from "
-                             f"{', '.join(KNOWN_TARGETS)}")
+            raise ValueError(f"model.lora.targets: unknown module names {bad}; choose from {', '.join(known)}")
         if float(section.dropout) != 0.0:  # qwix draws it from module rngs the jitted step does not carry:
             # the first step failed, and a mask kept in the frozen base would repeat every step
             raise ValueError(f"model.lora.dropout = {section.dropout}: adapter dropout is not supported; set it to 0")
@@ -74,18 +74,29 @@ class LoraSpec:
         return cls(int(d["rank"]), float(d["alpha"]), tuple(d["targets"]), float(d.get("dropout", 0.0)))
 
 
-def _targeted(model: Qwen3_5, spec: LoraSpec) -> list[Linear]:
+def known_targets() -> tuple[str, ...]:
+    """Every name model.lora.targets may hold: the registered families' lora_targets, in order."""
+    return tuple(dict.fromkeys(t for fam in known_families() for t in fam.lora_targets))
+
+
+def _targeted(model, spec: LoraSpec) -> list[Linear]:
     """The Linear modules whose name is a target."""
     return [mod for path, mod in nnx.iter_graph(model)
             if isinstance(mod, Linear) and path and str(path[-1]) in spec.targets]
 
 
-def apply_lora(model: Qwen3_5, spec: LoraSpec, mesh=None, seed: int = 0) -> Qwen3_5:
-    """`model` with qwix LoRA adapters on the target projections, adapters in fp32 with the base
-    kernel's logical axes on their outer dims (A: (in, None), B: (None, out)), sharded over `mesh`."""
+def apply_lora(model, spec: LoraSpec, mesh=None, seed: int = 0):
+    """`model` (any family's) with qwix LoRA adapters on the target projections, adapters in fp32 with
+    the base kernel's logical axes on their outer dims (A: (in, None), B: (None, out)), sharded over
+    `mesh`. qwix works on a clone of the model (nnx.clone, a subclass of its class), so the result keeps
+    the model's attributes, its runtime included. ValueError when no Linear of the model is a target."""
     import qwix
 
     want = _targeted(model, spec)
+    fam = family_for(model.config)
+    if not want:
+        raise ValueError(f"model.lora.targets {list(spec.targets)} name no module of a {fam.name} model; its "
+                         f"Linears: {', '.join(fam.lora_targets)}")
     provider = qwix.LoraProvider(module_path=r".*/(" + "|".join(map(re.escape, spec.targets)) + r")$",
                                  rank=spec.rank, alpha=spec.alpha, dropout=spec.dropout)
     tokens = jnp.zeros((1, 2), jnp.int32)
@@ -106,10 +117,10 @@ def apply_lora(model: Qwen3_5, spec: LoraSpec, mesh=None, seed: int = 0) -> Qwen
     if got != len(want):
         raise RuntimeError(f"LoRA: {got} adapters created for {len(want)} target modules "
                            f"({', '.join(spec.targets)}); qwix did not intercept the model's projections")
-    return shard_model(lm, mesh) if mesh is not None else lm
+    return fam.shard_model(lm, mesh) if mesh is not None else lm
 
 
-def split_lora(lm: Qwen3_5) -> tuple[Any, nnx.State, nnx.State]:
+def split_lora(lm) -> tuple[Any, nnx.State, nnx.State]:
     """(graphdef, adapters: the nnx.LoRAParam state, base: every other nnx.Param)."""
     return nnx.split(lm, nnx.LoRAParam, nnx.Param)
 
@@ -148,12 +159,12 @@ def merge_weights(base: nnx.State, adapters: nnx.State, spec: LoraSpec) -> nnx.S
     return nnx.from_flat_state(flat)
 
 
-def peft_adapter(adapters, spec: LoraSpec, base_model: str = "") -> tuple[dict[str, np.ndarray], dict]:
+def peft_adapter(adapters, spec: LoraSpec, base_model: str = "", *, path_to_hf
+                 ) -> tuple[dict[str, np.ndarray], dict]:
     """HF PEFT's adapter_model tensors ({name: array}) and adapter_config (a dict) for `adapters` (an
-    nnx.State, or a checkpoint's {path: array}). ValueError naming the adapter when its rank is not
-    `spec.rank` (e.g. a lora.json that does not describe the checkpoint)."""
-    from prover_jax.models.qwen3_5.params import path_to_hf
-
+    nnx.State, or a checkpoint's {path: array}) of a model whose family's `path_to_hf` (its `Family`
+    record's) names its tensors. ValueError naming the adapter when its rank is not `spec.rank` (e.g. a
+    lora.json that does not describe the checkpoint)."""
     tensors, modules = {}, set()
     for path, (A, B) in sorted(_pairs(adapters).items(), key=lambda kv: [str(x) for x in kv[0]]):
         if A.shape[-1] != spec.rank or B.shape[0] != spec.rank:
@@ -171,14 +182,15 @@ def peft_adapter(adapters, spec: LoraSpec, base_model: str = "") -> tuple[dict[s
     return tensors, config
 
 
-def write_peft(folder: str, adapters, spec: LoraSpec, base_model: str = "") -> None:
-    """`folder`/adapter_model.safetensors + adapter_config.json (PeftModel.from_pretrained loads it)."""
+def write_peft(folder: str, adapters, spec: LoraSpec, base_model: str = "", *, path_to_hf) -> None:
+    """`folder`/adapter_model.safetensors + adapter_config.json (PeftModel.from_pretrained loads it);
+    path_to_hf: the model family's (`peft_adapter`)."""
     import json
     import os
 
     from safetensors.numpy import save_file
 
-    tensors, config = peft_adapter(adapters, spec, base_model)
+    tensors, config = peft_adapter(adapters, spec, base_model, path_to_hf=path_to_hf)
     os.makedirs(folder, exist_ok=True)
     save_file(tensors, os.path.join(folder, "adapter_model.safetensors"))
     with open(os.path.join(folder, "adapter_config.json"), "w") as f:
@@ -190,7 +202,6 @@ def adapter_count(adapters) -> int:
 
 
 def lora_param_count(cfg, spec: LoraSpec) -> int:
-    """Adapter parameters of `spec` on a model of architecture `cfg`: rank x (in + out) per adapted kernel."""
-    from prover_jax.models.qwen3_5 import abstract_model
-
-    return sum(spec.rank * sum(mod.kernel.shape) for mod in _targeted(abstract_model(cfg), spec))
+    """Adapter parameters of `spec` on a model of architecture `cfg` (any family's): rank x (in + out) per
+    adapted kernel."""
+    return sum(spec.rank * sum(mod.kernel.shape) for mod in _targeted(family_for(cfg).abstract_model(cfg), spec))

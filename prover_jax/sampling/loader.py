@@ -28,12 +28,13 @@ class CliError(Exception):
         self.code = code
 
 
-def load_model(path: str, dtype, mesh=None, compute_dtype=None):
+def load_model(path: str, dtype, mesh=None, compute_dtype=None, runtime=None):
     """The model of a prover checkpoint or an HF folder at `path`, params in `dtype`, computing in
-    `compute_dtype` (None: dtype), placed on `mesh` (None: one device)."""
+    `compute_dtype` (None: dtype), placed on `mesh` (None: one device), running per `runtime` (a runtime
+    of the folder's family; None: its default)."""
     if is_prover_checkpoint(path):
-        return load_checkpoint(path, dtype=dtype, mesh=mesh, compute_dtype=compute_dtype)
-    return load_hf(path, dtype=dtype, mesh=mesh, compute_dtype=compute_dtype)
+        return load_checkpoint(path, dtype=dtype, mesh=mesh, compute_dtype=compute_dtype, runtime=runtime)
+    return load_hf(path, dtype=dtype, mesh=mesh, compute_dtype=compute_dtype, runtime=runtime)
 
 
 @dataclasses.dataclass(frozen=True)

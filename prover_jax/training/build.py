@@ -55,13 +55,14 @@ def architecture(config) -> tuple[Family, Any]:
 
 def model_runtime(config, mesh=None, *, platform: str | None = None, cudnn: bool | None = None):
     """How the policy's uncached forward runs (model.scan_layers / attention / gdn_*, train.remat),
-    "auto" resolved for `platform` (None: that of `mesh`'s devices; cudnn: whether a GPU has cuDNN, None:
-    ask the backend), the compute dtype (model.dtype) and packing (train.max_tokens_per_row): a runtime
-    of the policy's family."""
+    "auto" resolved for `platform` (None: that of `mesh`'s devices, or without a mesh the default
+    backend's; cudnn: whether a GPU has cuDNN, None: ask the backend), the compute dtype (model.dtype) and
+    packing (train.max_tokens_per_row): a runtime of the policy's family."""
     m = config.model
     dtype = m.gdn_matmul_dtype
+    platform = platform or (mesh.devices.flat[0].platform if mesh is not None else jax.default_backend())
     return architecture(config)[0].resolve_runtime(
-        platform or mesh.devices.flat[0].platform, scan_layers=m.scan_layers, remat=config.train.remat,
+        platform, scan_layers=m.scan_layers, remat=config.train.remat,
         attention=m.attention, gdn_chunk=m.gdn_chunk, gdn_matmul_dtype=None if dtype == "float32" else dtype,
         cudnn=cudnn, dtype=m.dtype, packed=config.train.max_tokens_per_row > 0)
 

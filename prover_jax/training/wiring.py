@@ -189,8 +189,7 @@ def build(config, workdir: str) -> Run:
 
     # the policy and its update
     tokenizer = pieces.tokenizer(c, root, primary)
-    model = pieces.model(c, mesh, tokenizer)
-    model.runtime = pieces.model_runtime(c, mesh)
+    model = pieces.model(c, mesh, tokenizer)  # built running per pieces.model_runtime
     policy, trainable = pieces.policy(c, mesh, model)
     if primary:
         pieces.write_model_dir(root / MODEL_DIR, model, tokenizer, policy.lora, c.model.path)

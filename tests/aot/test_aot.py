@@ -1,5 +1,6 @@
 """prover-aot: a tiny config's train step and engine programs compiled for real TPU slices on this
-CPU host (libtpu's compiler), the report's fields, a layout that cannot fit, and bad input."""
+CPU host (libtpu's compiler), for Qwen3.5 and a dense Qwen3; the report's fields, a layout that cannot fit,
+and bad input."""
 
 import json
 import os
@@ -70,6 +71,22 @@ def test_compiles_train_and_decode_for_a_slice(tiny_model, topology, mesh):
     # delta rule's in-chunk matmuls (chunk 64 > head dim 32) add about as much again.
     assert 1.0 < train["flops_per_device"] / train["model_flops_per_device"] < 2.5, train
     assert "hbm_floor_s" in rows[1] and rows[1]["vs_floor"] >= 1
+
+
+def test_compiles_a_qwen3_policy(tmp_path):
+    """A dense Qwen3 policy (its HF folder's config.json; nothing in prover-aot names a family): the train
+    step and the engine's decode step compile for a v6e-8 slice, with the family's cost model."""
+    _need_libtpu()
+    from prover_jax.aot.cli import run
+    from prover_jax.models import qwen3
+    cfg = qwen3.CONFIGS["demo"].replace(vocab_size=256, max_position_embeddings=4096, eos_token_id=1)
+    (tmp_path / "config.json").write_text(json.dumps(cfg.to_hf_dict()))
+    rows = run(aot_config(str(tmp_path), (1, 8, 1)), "v6e-8", ["train_step", "generate"])
+    assert [r["fn"] for r in rows] == ["train_step", "generate"]
+    for r in rows:
+        assert r["fits"] is True and 0 < r["per_device_gib"] < r["hbm_gib"] and r["model_flops_per_device"] > 0
+    # full remat: fwd + (fwd + bwd) ~ 8 N T over the model's 6 N T (+ attention); no delta rule here
+    assert 1.0 < rows[0]["flops_per_device"] / rows[0]["model_flops_per_device"] < 2.0, rows[0]
 
 
 def test_a_layout_that_cannot_fit_is_reported(tiny_model):

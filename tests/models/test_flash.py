@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from prover_jax.models.qwen3_5 import flash
+from prover_jax.models.common import flash
 from prover_jax.sharding import make_mesh
 
 B, H, K, HD = 2, 4, 2, 32

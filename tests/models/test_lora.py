@@ -108,7 +108,8 @@ def test_peft_loads_our_adapter_onto_transformers(tmp_path):
     adapters = randomize_b(adapters, scale=0.2)
     got = np.asarray(nnx.merge(graphdef, adapters, frozen)(jnp.asarray(tok)))
     assert np.abs(got - F.hf_logits(hf, tok)).max() > 0.1  # the adapter matters
-    write_peft(str(tmp_path / "adapter"), adapters, SPEC, base_model=str(tmp_path / "base"))
+    write_peft(str(tmp_path / "adapter"), adapters, SPEC, base_model=str(tmp_path / "base"),
+               path_to_hf=qwen3_5.path_to_hf)
     assert os.path.exists(tmp_path / "adapter" / "adapter_config.json")
     peft_model = PeftModel.from_pretrained(hf, str(tmp_path / "adapter")).eval()  # injects into `hf`
     ref = F.hf_logits(peft_model, tok)

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from prover_jax.models import qwen3_5
-from prover_jax.models.qwen3_5 import delta_rule, flash, packing
+from prover_jax.models import packing, qwen3_5
+from prover_jax.models.common import flash
+from prover_jax.models.qwen3_5 import delta_rule
 from prover_jax.models.qwen3_5.model import Runtime
 
 from helpers.tiny import tiny_config

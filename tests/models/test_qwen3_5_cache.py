@@ -32,9 +32,9 @@ def test_prefill_then_steps_equals_full_forward():
 def test_decode_attention_off_cpu_equals_full_forward(monkeypatch):
     """Off the CPU a decode step's attention takes the GQA einsums over the cache where it lies (the
     one-query layout is CPU only): the same function."""
-    from prover_jax.models.qwen3_5 import layers
+    from prover_jax.models.common import attention
 
-    monkeypatch.setattr(layers, "_platform", lambda mesh: "tpu")
+    monkeypatch.setattr(attention, "platform", lambda mesh: "tpu")
     check_prefill_then_steps(T=76)
 
 
@@ -57,10 +57,10 @@ def test_attention_over_the_filled_window_equals_the_whole_cache(monkeypatch):
     the cache), the smallest that holds every row's keys: decode steps across the window edges
     (127 -> 128 -> 129, 255 -> 257) and a ragged extension give the full forward's logits, and the
     whole-cache attention's to 1e-6."""
-    from prover_jax.models.qwen3_5 import layers
+    from prover_jax.models.common import attention
 
-    assert layers._windows(640) == [128, 256, 640] and layers._windows(128) == [128]
-    assert layers._windows(1536) == [128, 256, 512, 1536] and layers._windows(256) == [128, 256]
+    assert attention.windows(640) == [128, 256, 640] and attention.windows(128) == [128]
+    assert attention.windows(1536) == [128, 256, 512, 1536] and attention.windows(256) == [128, 256]
     model, tokens = model_and_tokens(T=262)
     full = model(tokens)
 
@@ -76,7 +76,7 @@ def test_attention_over_the_filled_window_equals_the_whole_cache(monkeypatch):
 
     windowed = run()
     np.testing.assert_allclose(windowed, full, atol=1e-4)
-    monkeypatch.setattr(layers, "_windows", lambda S: [S])
+    monkeypatch.setattr(attention, "windows", lambda S: [S])
     np.testing.assert_allclose(windowed, run(), atol=1e-6)
     monkeypatch.undo()
     lens = jnp.array([20, 200, 3], jnp.int32)  # one long row sets the window of all three
@@ -141,7 +141,7 @@ def test_bf16_cached_mode_asks_dots_for_fp32_and_rounds_once():
     """In the cached mode a bf16 Linear takes its dot's fp32 accumulator and rounds it once (XLA:CPU
     would otherwise convert the weights to fp32 on every call); the value is the bf16 dot's to one
     rounding. The uncached mode, which training differentiates, keeps the plain bf16 dot."""
-    from prover_jax.models.qwen3_5.layers import Linear, f32_dot_outputs
+    from prover_jax.models.common.layers import Linear, f32_dot_outputs
 
     lin = Linear(48, 64, ("embed", "mlp"), rngs=nnx.Rngs(0), dtype=jnp.bfloat16, param_dtype=jnp.bfloat16)
     x = jax.random.normal(jax.random.PRNGKey(1), (3, 48), jnp.bfloat16)
@@ -167,7 +167,7 @@ def test_bf16_cached_mode_asks_dots_for_fp32_and_rounds_once():
 def test_bf16_cache_writes_as_bits_on_cpu_are_the_scatter():
     """On CPU a 16-bit cache is written as its uint16 bit pattern (XLA:CPU would convert the whole cache
     to fp32 and back around a bf16 scatter): the same cache, bit for bit; fp32 caches are untouched."""
-    from prover_jax.models.qwen3_5.layers import _write_at
+    from prover_jax.models.common.attention import write_at as _write_at
 
     cache = jax.random.normal(jax.random.PRNGKey(0), (3, 16, 2, 8), jnp.bfloat16)
     new = jax.random.normal(jax.random.PRNGKey(1), (3, 2, 2, 8), jnp.bfloat16)

@@ -138,8 +138,8 @@ def test_peft_export_checks_the_rank(tmp_path):
     adapters = {stem + ("kernel_lora_a",): np.zeros((64, 4), np.float32),
                 stem + ("kernel_lora_b",): np.zeros((4, 96), np.float32)}
     with pytest.raises(ValueError, match=r"layers\.0\.mlp\.up_proj\.kernel_lora_a.* rank 4 .* rank 8"):
-        write_peft(str(tmp_path / "bad"), adapters, LoraSpec(rank=8, alpha=16.0))
-    write_peft(str(tmp_path / "ok"), adapters, LoraSpec(rank=4, alpha=8.0))
+        write_peft(str(tmp_path / "bad"), adapters, LoraSpec(rank=8, alpha=16.0), path_to_hf=qwen3_5.path_to_hf)
+    write_peft(str(tmp_path / "ok"), adapters, LoraSpec(rank=4, alpha=8.0), path_to_hf=qwen3_5.path_to_hf)
     assert json.loads((tmp_path / "ok" / "adapter_config.json").read_text())["r"] == 4
     assert load_file(str(tmp_path / "ok" / "adapter_model.safetensors"))[
         "base_model.model.model.layers.0.mlp.up_proj.lora_A.weight"].shape == torch.Size([4, 64])

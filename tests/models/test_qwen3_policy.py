@@ -85,7 +85,8 @@ def test_lora_adapters_and_peft_export(tmp_path):
     adapters = nnx.from_flat_state(flat)
     got = np.asarray(nnx.merge(graphdef, adapters, frozen)(jnp.asarray(tok)))
     assert np.abs(got - base).max() > 0.1
-    write_peft(str(tmp_path / "adapter"), adapters, spec, base_model=str(tmp_path / "base"))
+    write_peft(str(tmp_path / "adapter"), adapters, spec, base_model=str(tmp_path / "base"),
+               path_to_hf=qwen3.path_to_hf)
     peft_model = PeftModel.from_pretrained(hf, str(tmp_path / "adapter")).eval()
     np.testing.assert_allclose(got, F.hf_logits(peft_model, tok), atol=2e-5)
 

@@ -129,7 +129,7 @@ def test_block_period_and_runtime_resolution():
 def test_dot_product_attention_matches_dense_with_padding():
     """The jax.nn.dot_product_attention call alone (xla implementation) against the dense einsums: GQA,
     causal, right padding (a fully padded row too), head dim 16, output and input gradients, fp32."""
-    from prover_jax.models.qwen3_5 import flash
+    from prover_jax.models.common import flash
     rng = np.random.RandomState(2)
     B, T, H, K, hd = 3, 24, 4, 2, 16
     q, k, v = (jnp.asarray(rng.randn(B, T, n, hd), jnp.float32) for n in (H, K, K))

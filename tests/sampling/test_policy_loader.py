@@ -1,5 +1,5 @@
 """load_policy: the model, tokenizer and EOS ids of an HF folder or a prover checkpoint of any registered
-family (the stand-in of helpers.standin_family included, found by its config.json alone). The one EOS
+family (Qwen3 included, found by its config.json alone). The one EOS
 rule (models.hf_folder.eos_ids) gives, on the test tokenizers, the ids the trainer's, prover-generate's
 and prover-serve's rules gave."""
 
@@ -13,10 +13,9 @@ from flax import nnx
 
 from helpers.hf import word_tokenizer
 from helpers.serving import EOS_ID, save_tokenizer
-from helpers.standin_family import STANDIN, tiny_standin
 from helpers.tiny import tiny_config, tiny_model
 from prover_jax.convert import save_checkpoint
-from prover_jax.models import family, load_hf, save_hf
+from prover_jax.models import family, load_hf, qwen3, save_hf
 from prover_jax.models.hf_folder import IM_END, eos_ids, generation_eos_ids, load_tokenizer
 from prover_jax.sampling.loader import PolicyFolder, load_policy
 
@@ -25,10 +24,14 @@ def params(model):
     return {p: np.asarray(v.get_value()) for p, v in nnx.to_flat_state(nnx.state(model, nnx.Param))}
 
 
-@pytest.mark.parametrize("name", ["qwen3_5", "standin"])
+def tiny_qwen3(seed: int = 0) -> qwen3.Qwen3:
+    return qwen3.Qwen3(qwen3.CONFIGS["demo"].replace(vocab_size=64, eos_token_id=5), rngs=nnx.Rngs(seed))
+
+
+@pytest.mark.parametrize("name", ["qwen3_5", "qwen3"])
 def test_both_checkpoint_forms_of_a_family_load(tmp_path, name):
     fam = family(name)
-    net = tiny_standin(seed=2) if name == "standin" else tiny_model(tiny_config(eos_token_id=5), seed=2)
+    net = tiny_qwen3(seed=2) if name == "qwen3" else tiny_model(tiny_config(eos_token_id=5), seed=2)
     hf = str(tmp_path / "hf")
     save_hf(net, hf)
     save_tokenizer(hf)
@@ -45,10 +48,11 @@ def test_both_checkpoint_forms_of_a_family_load(tmp_path, name):
 
 
 def test_a_folder_without_weights_or_tokenizer(tmp_path):
-    save_hf(tiny_standin(), str(tmp_path))
+    save_hf(tiny_qwen3(), str(tmp_path))
     os.remove(tmp_path / "model.safetensors")
     folder = PolicyFolder.open(str(tmp_path))
-    assert folder.family is STANDIN and folder.tokenizer is None and "no tokenizer files" in folder.tokenizer_problem
+    assert folder.family is family("qwen3") and folder.tokenizer is None
+    assert "no tokenizer files" in folder.tokenizer_problem
     assert folder.eos_ids() == (5,)
     with pytest.raises(FileNotFoundError, match=f"cannot load model {tmp_path}: no \\*.safetensors"):
         folder.load_model(jnp.float32)

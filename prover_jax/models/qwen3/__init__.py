@@ -8,12 +8,16 @@ Public API:
     qwen3.save_hf(model, out_dir, dtype=None)
 """
 
+from prover_jax.models.qwen3 import cost
 from prover_jax.models.qwen3.config import CONFIGS, MODEL_TYPE, Qwen3Config
 from prover_jax.models.qwen3.model import Cache, Qwen3, cache_axes, init_cache
-from prover_jax.models.qwen3.params import (abstract_model, export_tensors, load_hf, param_shardings, save_hf,
-                                            shard_model)
-from prover_jax.models.qwen3_5.model import Runtime, resolve_runtime
+from prover_jax.models.qwen3.params import (abstract_model, export_tensors, load_hf, param_shardings, path_to_hf,
+                                            save_hf, shard_model)
+from prover_jax.models.qwen3_5.model import Runtime, resolve_runtime  # one runtime for both (its gdn_* unused)
 
-__all__ = ["CONFIGS", "MODEL_TYPE", "Cache", "Qwen3", "Qwen3Config", "Runtime", "abstract_model", "cache_axes",
-           "export_tensors", "init_cache", "load_hf", "param_shardings", "resolve_runtime", "save_hf",
-           "shard_model"]
+# the Linear modules LoRA may adapt (models.lora; model.lora.targets): every projection but the head
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+__all__ = ["CONFIGS", "LORA_TARGETS", "MODEL_TYPE", "Cache", "Qwen3", "Qwen3Config", "Runtime", "abstract_model",
+           "cache_axes", "cost", "export_tensors", "init_cache", "load_hf", "param_shardings", "path_to_hf",
+           "resolve_runtime", "save_hf", "shard_model"]

@@ -37,16 +37,11 @@ import jax.numpy as jnp
 from flax import nnx
 from jax.sharding import Mesh
 
-from prover_jax.models import packing
+from prover_jax.models.common.model import REMAT, DecoderLM
 from prover_jax.models.qwen3_5.config import FULL, Qwen3_5Config
 from prover_jax.models.qwen3_5.delta_rule import GDN_CHUNK
-from prover_jax.models.qwen3_5.layers import (MLP, Attention, GatedDeltaNet, GDNCache, KVCache, RMSNorm,
-                                              _normal, _param, _platform, dot_rows, f32_dot_outputs,
-                                              flat_dots)
-from prover_jax.sharding import constrain
+from prover_jax.models.qwen3_5.layers import MLP, Attention, GatedDeltaNet, GDNCache, KVCache, RMSNorm
 
-ACT = ("batch", "length", "act_embed")
-REMAT = ("none", "full", "dots")
 ATTENTION = ("dense", "splash", "cudnn", "xla", "blocked")
 
 
@@ -84,7 +79,7 @@ def resolve_runtime(platform: str, *, scan_layers=False, remat="none", attention
     gpu = platform.lower() in ("gpu", "cuda", "rocm")
     if attention in ("auto", "dpa"):
         if gpu and cudnn is None:
-            from prover_jax.models.qwen3_5.flash import cudnn_available
+            from prover_jax.models.common.flash import cudnn_available
             cudnn = cudnn_available()
         half = dtype is None or jnp.dtype(dtype) in (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
         if gpu and cudnn and half and not packed:
@@ -99,14 +94,6 @@ def resolve_runtime(platform: str, *, scan_layers=False, remat="none", attention
                    gdn_chunk=int(gdn_chunk) or gdn["chunk_size"],
                    gdn_matmul_dtype=jnp.dtype(gdn_matmul_dtype).name if gdn_matmul_dtype else None,
                    gdn_inverse_block=gdn["inverse_block"])
-
-
-def _remat(fn, remat: str):
-    if remat == "none":
-        return fn
-    policy = (jax.checkpoint_policies.dots_with_no_batch_dims_saveable if remat == "dots"
-              else jax.checkpoint_policies.nothing_saveable)
-    return jax.checkpoint(fn, policy=policy)
 
 
 def block_period(layer_types) -> int:
@@ -204,139 +191,20 @@ class DecoderLayer(nnx.Module):
         return y, cache
 
 
-class Qwen3_5(nnx.Module):
-    """Qwen3.5 text model. `dtype` = compute dtype, `param_dtype` = storage dtype."""
+class Qwen3_5(DecoderLM):
+    """Qwen3.5 text model. `dtype` = compute dtype, `param_dtype` = storage dtype; the scaffolding
+    (embedding, both call modes, layer loops, logits, the engine's calls) is `common.model.DecoderLM`."""
+
+    cache_fns = (init_cache, cache_axes)
+    runtime_class = Runtime
 
     def __init__(self, cfg: Qwen3_5Config, *, rngs: nnx.Rngs, dtype=jnp.float32,
                  param_dtype=jnp.float32, mesh: Mesh | None = None, runtime: Runtime | None = None):
         kw = dict(rngs=rngs, dtype=dtype, param_dtype=param_dtype)
-        self.config = cfg
-        self.dtype = dtype
-        self.mesh = mesh
-        self.runtime = Runtime() if runtime is None else runtime
-        self.embed_tokens = _param(rngs, _normal(), (cfg.vocab_size, cfg.hidden_size), param_dtype,
-                                   ("vocab", "embed"))
-        self.layers = nnx.List([DecoderLayer(cfg, kind, **kw) for kind in cfg.layer_types])
-        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, param_dtype=param_dtype)
-        if not cfg.tie_word_embeddings:
-            self.lm_head = _param(rngs, _normal(), (cfg.hidden_size, cfg.vocab_size), param_dtype,
-                                  ("embed", "vocab"))
+        super().__init__(cfg, **kw, mesh=mesh, runtime=runtime,
+                         layers=lambda: [DecoderLayer(cfg, kind, **kw) for kind in cfg.layer_types],
+                         norm=lambda: RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, param_dtype=param_dtype))
 
-    # The sampling engine's model contract (prover_jax.sampling.model_api.DecodeModel): the cache
-    # functions below, `hidden` (cached mode) and `logits`.
-    @property
-    def vocab_size(self) -> int:
-        return self.config.vocab_size
-
-    def init_cache(self, batch: int, max_length: int, dtype=jnp.float32) -> Cache:
-        """An empty `Cache` of `batch` rows of up to `max_length` tokens (module-level `init_cache`)."""
-        return init_cache(self.config, batch, max_length, dtype)
-
-    def cache_axes(self, tensor: int = 1) -> Cache:
-        """Logical axis names of `init_cache`'s arrays (module-level `cache_axes`)."""
-        return cache_axes(self.config, tensor)
-
-    @staticmethod
-    def cache_lengths(cache: Cache) -> jax.Array:
-        """int32 [B]: tokens already in each row of `cache`."""
-        return cache.pos
-
-    def hidden(self, tokens_BxT, *, mask_BxT=None, positions_BxT=None, cache: Cache | None = None,
-               valid_len_B=None, segment_ids_BxT=None):
-        """Final-norm hidden states [B, T, D] (and the new cache in cached mode). segment_ids_BxT:
-        packed rows (module doc); id 0 is invalid, as mask_BxT = 0 is. mask_BxT, positions_BxT and
-        segment_ids_BxT are uncached only (ValueError with a cache)."""
-        B, T = tokens_BxT.shape
-        steps = jnp.arange(T, dtype=jnp.int32)[None, :]
-        segments = None
-        if cache is not None:
-            if segment_ids_BxT is not None:
-                raise ValueError("segment_ids_BxT (packed rows) is for the uncached forward only")
-            if mask_BxT is not None or positions_BxT is not None:
-                raise ValueError("mask_BxT / positions_BxT are for the uncached forward only; with a cache, "
-                                 "rows are right-padded (valid_len_B) and positions continue from cache.pos")
-            valid_len_B = (jnp.full((B,), T, jnp.int32) if valid_len_B is None
-                           else jnp.asarray(valid_len_B, jnp.int32))
-            positions = cache.pos[:, None] + steps
-            valid = steps < valid_len_B[:, None]
-            key_valid = (None if cache.max_length is None else
-                         jnp.arange(cache.max_length)[None, :] < (cache.pos + valid_len_B)[:, None])
-            write_pos = cache.pos
-        else:
-            valid = jnp.ones((B, T), bool) if mask_BxT is None else mask_BxT.astype(bool)
-            positions = jnp.broadcast_to(steps, (B, T)) if positions_BxT is None else positions_BxT
-            if segment_ids_BxT is not None:
-                seg = jnp.asarray(segment_ids_BxT, jnp.int32)
-                valid = valid & (seg > 0)
-                segments = packing.sequence_index(seg)
-                if positions_BxT is None:
-                    positions = packing.sequence_positions(seg)
-            key_valid, write_pos = valid, None
-        h = self.embed_tokens[...].astype(self.dtype)[tokens_BxT]
-        h = constrain(h, ACT, self.mesh)
-        if cache is None:
-            with flat_dots(_platform(self.mesh) == "cpu"):
-                return self.norm(self._uncached_layers(h, positions, valid, segments))
-        new_layers = []
-        with f32_dot_outputs(), flat_dots(_platform(self.mesh) == "cpu"):  # inference only (f32_dot_outputs)
-            for i, layer in enumerate(self.layers):
-                h, c = layer(h, positions=positions, valid=valid, key_valid=key_valid, cache=cache.layers[i],
-                             write_pos=write_pos, valid_len=valid_len_B, runtime=self.runtime, mesh=self.mesh)
-                h = constrain(h, ACT, self.mesh)
-                new_layers.append(c)
-        return self.norm(h), Cache(layers=tuple(new_layers), pos=cache.pos + valid_len_B)
-
-    def _uncached_layers(self, h, positions, valid, segments=None):
-        """All layers without a cache, per `self.runtime`: unrolled, or one block under lax.scan over
-        the blocks' stacked weights (matrices stacked in the compute dtype they are used in); each
-        block (each layer when unrolled) rematerialised per `runtime.remat`."""
-        rt = self.runtime
-        kinds = self.config.layer_types
-        p = block_period(kinds) if rt.scan_layers else 1
-        n_blocks = len(kinds) // p
-
-        def block_fn(graphdefs):
-            def run(h, states):
-                for gd, st in zip(graphdefs, states):
-                    h, _ = nnx.merge(gd, st)(h, positions=positions, valid=valid, key_valid=valid,
-                                            cache=None, write_pos=None, valid_len=None, runtime=rt,
-                                            mesh=self.mesh, segments=segments)
-                    h = constrain(h, ACT, self.mesh)
-                return h
-            return _remat(run, rt.remat)
-
-        split = [nnx.split(layer) for layer in self.layers]
-        if not rt.scan_layers or n_blocks == 1:
-            for i in range(0, len(kinds), p):
-                h = block_fn([g for g, _ in split[i:i + p]])(h, [s for _, s in split[i:i + p]])
-            return h
-        graphdefs = [split[j][0] for j in range(p)]
-        cast = lambda x: x.astype(self.dtype) if x.ndim >= 2 else x  # noqa: E731
-        stacked = [jax.tree.map(lambda *xs: jnp.stack([cast(x) for x in xs]),
-                                *[split[b * p + j][1] for b in range(n_blocks)]) for j in range(p)]
-        body = block_fn(graphdefs)
-        h, _ = jax.lax.scan(lambda h, states: (body(h, states), None), h, stacked)
-        return h
-
-    @jax.named_scope("logits")
-    def logits(self, h_BxTxD):
-        """fp32 logits of hidden states. On CPU a 16-bit tied projection contracts the embedding's own
-        last axis (XLA:CPU runs x @ E^T by converting the whole table to fp32 on every call: 1.1 -> 0.2
-        ms for bench-small's 16 rows at bf16); fp32 and other backends keep the dot with E^T."""
-        cpu, h = _platform(self.mesh) == "cpu", h_BxTxD.astype(self.dtype)
-        if self.config.tie_word_embeddings and cpu and jnp.dtype(self.dtype).itemsize == 2:
-            E = self.embed_tokens[...].astype(self.dtype)
-            out = jax.lax.dot_general(h, E, (((h.ndim - 1,), (1,)), ((), ())), preferred_element_type=jnp.float32)
-        else:
-            w = (self.embed_tokens[...].T if self.config.tie_word_embeddings else self.lm_head[...])
-            out = dot_rows(h, w.astype(self.dtype), cpu, preferred_element_type=jnp.float32)  # flat on CPU
-        return constrain(out, ("batch", "length", "act_vocab"), self.mesh)
-
-    def __call__(self, tokens_BxT, *, mask_BxT=None, positions_BxT=None, cache: Cache | None = None,
-                 valid_len_B=None, segment_ids_BxT=None):
-        out = self.hidden(tokens_BxT, mask_BxT=mask_BxT, positions_BxT=positions_BxT, cache=cache,
-                          valid_len_B=valid_len_B, segment_ids_BxT=segment_ids_BxT)
-        if cache is None:
-            return self.logits(out)
-        h, cache = out
-        return self.logits(h), cache
+    def scan_period(self) -> int:
+        """The repeating block of layer kinds (e.g. 3 Gated DeltaNet + 1 full attention layer)."""
+        return block_period(self.config.layer_types)
