@@ -374,24 +374,20 @@ def test_openai_judge_end_to_end(server):
 
 
 def test_responses_validate_against_the_openai_packages_models(server):
-    """What prover-serve sends, read as raw JSON and validated strictly by the `openai` package's own
-    pydantic models (the client itself builds its objects without validation): the model list, plain,
-    n > 1 with log-probs, forced tool calls, and every chunk of a streamed reply with usage."""
+    """Raw responses validated strictly by the openai package's own models (its client does not validate):
+    the model list, plain, n > 1 with log-probs, a forced tool call, every streamed chunk with usage."""
     from openai.types import Model
     from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
     from prover_jax.judges.tools import tool_specs
-
-    srv = server[2]
-    with httpx.Client(base_url=srv.base_url, timeout=120) as http:
+    forced = {"type": "function", "function": {"name": "propose_segment"}}
+    with httpx.Client(base_url=server[2].base_url, timeout=120) as http:
         models = http.get("/models").json()
-        assert models["object"] == "list"
         assert [Model.model_validate(m, strict=True).id for m in models["data"]] == [MODEL]
         bodies = [dict(messages=HELLO, max_tokens=6, temperature=0),
                   dict(messages=HELLO, max_tokens=6, temperature=1.0, seed=3, n=2, logprobs=True),
-                  dict(messages=[{"role": "user", "content": "Propose the segment."}], tools=tool_specs(4),
-                       max_tokens=1500, temperature=1.0, seed=1,
-                       tool_choice={"type": "function", "function": {"name": "propose_segment"}})]
+                  dict(messages=HELLO, tools=tool_specs(4), max_tokens=1500, temperature=1.0, seed=1,
+                       tool_choice=forced)]
         for body in bodies:
             r = http.post("/chat/completions", json={"model": MODEL, **body})
             assert r.status_code == 200, r.text
