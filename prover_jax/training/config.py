@@ -204,6 +204,7 @@ def default_config() -> ml_collections.ConfigDict:
     # > 0: each eval task also played this many times at the rollout's sampling settings: eval/sampled_success
     # (pass@1) and eval/pass@k for k = 2, 4, ... up to it (unbiased estimator); 0: greedy success only
     c.train.eval_samples = 0
+    c.train.eval_temperature = 1.0  # the sampling temperature of those episodes (rollout.top_k / top_p as set)
     # > 0: N episodes of each RL step and of each evaluation written to WORKDIR/episodes/ as JSON lines (text as
     # the policy saw it, turns, advantages, the credit method's notes; training/episodes.py); `prover-episodes W`
     c.train.dump_episodes = 0

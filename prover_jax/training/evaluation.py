@@ -73,9 +73,9 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 def evaluate_sampled(rollout, pool, n: int, samples: int) -> dict[str, float]:
-    """`samples` episodes per eval task 0 .. n-1 at the rollout's sampling settings (temperature 1), over
-    all processes: eval/sampled_success (the mean over every episode: pass@1) with its standard error over
-    tasks, and eval/pass@k for k = 2, 4, ... up to `samples` (the unbiased estimator, averaged over tasks)."""
+    """`samples` episodes per eval task 0 .. n-1 with `rollout` (train.eval_temperature), over all processes:
+    eval/sampled_success (the mean over every episode: pass@1) and eval/pass@k for k = 2, 4, ... up to
+    `samples` (the unbiased estimator, averaged over tasks), each with its standard error over tasks."""
     if samples > pool.num_envs:
         raise ValueError(f"train.eval_samples={samples} is more than the {pool.num_envs} envs of a step's pool "
                          "(rollout.groups_per_step x group_size on this process)")
@@ -94,7 +94,9 @@ def evaluate_sampled(rollout, pool, n: int, samples: int) -> dict[str, float]:
            "eval/sampled_success_se": float(rates.std() / math.sqrt(len(rates))), "eval/samples": samples}
     k = 2
     while k <= samples:
-        row[f"eval/pass@{k}"] = float(np.mean([pass_at_k(samples, c, k) for c in every]))
+        per_task = np.asarray([pass_at_k(samples, c, k) for c in every], np.float64)
+        row[f"eval/pass@{k}"] = float(per_task.mean())
+        row[f"eval/pass@{k}_se"] = float(per_task.std() / math.sqrt(len(per_task)))
         k *= 2
     return row
 
@@ -110,6 +112,8 @@ def check_task_config(c) -> None:
                 if field == "train_seed_start" else ""))
     if int(c.train.eval_episodes) < 1:
         raise ValueError(f"c.train.eval_episodes={c.train.eval_episodes} must be >= 1")
+    if not float(c.train.eval_temperature) > 0:
+        raise ValueError(f"c.train.eval_temperature={c.train.eval_temperature} must be > 0 (greedy is eval/success)")
     if int(c.train.eval_samples) < 0:
         raise ValueError(f"c.train.eval_samples={c.train.eval_samples} must be >= 0")
 

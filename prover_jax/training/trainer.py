@@ -37,7 +37,10 @@ from flax import nnx
 from prover_jax import distributed as dist
 from prover_jax.credit import COMMON_METRICS
 from prover_jax.models import save_hf
+from prover_jax.rollout import Rollout
+from prover_jax.sampling import SamplingParams
 from prover_jax.training import assemble, dynamic, episodes, evaluation, sft
+from prover_jax.training.build import rollout_config
 from prover_jax.training.checkpoints import restore_reference
 from prover_jax.training.metrics import CompileCounter, episode_metrics, merge_rows
 from prover_jax.training.optim import with_configured_hyperparams
@@ -230,12 +233,18 @@ class Trainer:
         tasks = self.eval_task_count(count)
         row = evaluation.evaluate(self.run.greedy, self.run.pool, tasks, played if n else None)
         if self.config.train.eval_samples:
-            row.update(evaluation.evaluate_sampled(self.run.rollout, self.run.pool, tasks,
+            row.update(evaluation.evaluate_sampled(self._eval_rollout(), self.run.pool, tasks,
                                                    int(self.config.train.eval_samples)))
         if n:
             episodes.write(self.run.root, f"eval_{self.step}", episodes.eval_records(played, self.run.tokenizer, n),
                            n)
         return row
+
+    def _eval_rollout(self):
+        """Episodes sampled at train.eval_temperature (the rollout's top_k / top_p) on the policy's driver."""
+        c, r = self.config, self.config.rollout
+        sampling = SamplingParams(temperature=float(c.train.eval_temperature), top_k=r.top_k, top_p=r.top_p)
+        return Rollout(self.run.driver, self.run.tokenizer, rollout_config(c, sampling, tokenizer=self.run.tokenizer))
 
     def run_sft(self, progress: bool = False, demos: list | None = None) -> dict:
         """The SFT warm start (sft.warm_start) on `demos`, by default the demonstrator's episodes."""
