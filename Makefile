@@ -19,7 +19,7 @@ STAMP_TPU := $(VENV)/.installed-tpu
 # (module fixtures built once): most of the suite's time is single-threaded tracing and compiling.
 PYTEST := PROVER_REQUIRE_ALFWORLD=1 python -m pytest -q -ra --durations=8 --timeout=900 -n auto --dist loadfile tests
 
-.PHONY: test test-py311 test-py312 demo install clean constraints peers
+.PHONY: test test-py311 test-py312 test-latest demo install clean constraints peers
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -43,6 +43,16 @@ $(STAMP312): setup.py constraints/py312.txt | $(VENV312)/bin/python
 	touch $(STAMP312)
 
 install: $(STAMP)
+
+# the same suite on the newest releases (constraints floated), in venvs of their own: how a new jax / flax /
+# transformers is tried before `make constraints` moves the pins
+test-latest:
+	$(PY) -m venv .venv-latest && .venv-latest/bin/pip install -q --upgrade pip
+	.venv-latest/bin/pip install -q --upgrade -e ".[$(EXTRAS)]" && .venv-latest/bin/pip install -q --upgrade -e ".[tpu]"
+	PATH=$(CURDIR)/.venv-latest/bin:$$PATH PROVER_TEST_LANE=jax010 PROVER_REQUIRE_TPU_AOT=1 $(PYTEST)
+	$(PY312) -m venv .venv312-latest && .venv312-latest/bin/pip install -q --upgrade pip
+	.venv312-latest/bin/pip install -q --upgrade -e ".[$(EXTRAS)]"
+	PATH=$(CURDIR)/.venv312-latest/bin:$$PATH PROVER_TEST_LANE=jax012 $(PYTEST)
 
 # the peers bench/grpo_peers.py times against (not needed by the suite): TRL with the CPU torch on Python 3.11,
 # Tunix on 3.12 with the pins it resolves quickly with

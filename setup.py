@@ -45,15 +45,15 @@ setup(
         "gcs": ["gcsfs"],
         # prover-aot: the TPU compiler (libtpu) at the installed jax's version, to compile for TPU
         # slices on any host; also what a TPU VM needs to run
-        "tpu": ["jax[tpu]"],
+        "tpu": ["jax[tpu]", "libtpu"],
         # NVIDIA GPUs: jax's CUDA plugin with the CUDA / cuDNN wheels, at the installed jax's version (jax
         # 0.10.x and 0.12.x both define the cuda12 and cuda13 extras)
         "cuda": ["jax[cuda12]"],
         "cuda13": ["jax[cuda13]"],
         # the real ALFWorld engine (builds fast-downward and jericho from source: needs a C++ compiler)
-        "alfworld": ["alfworld==0.4.2", "textworld==1.7.0"],
+        "alfworld": ["alfworld==0.4.2", "textworld==1.7.0", "fast-downward-textworld"],
         # prover-serve: the OpenAI-compatible HTTP server and its grammar library (constrained decoding)
-        "serve": ["fastapi", "uvicorn", "llguidance"],
+        "serve": ["fastapi", "starlette", "uvicorn", "llguidance"],
     },
     entry_points={
         "console_scripts": [
