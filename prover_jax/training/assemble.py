@@ -57,12 +57,13 @@ def global_batch(config, mesh, trajs: Sequence[Trajectory], advantages: Sequence
 
 @dataclasses.dataclass(frozen=True)
 class Trained:
-    """The step's groups as batched, their advantages as trained on (overlong shaping included), and
-    the uids of the episodes in the loss (the others are context only)."""
+    """The step's groups as batched, their advantages as trained on (overlong shaping included), the
+    uids of the episodes in the loss (the others are context only) and how many episodes that is."""
 
     groups: list[list[Trajectory]]
     advantages: list[list[np.ndarray]]
     uids: set[int]
+    episodes: int
 
 
 def packed_micro_batches(config) -> list[int]:
@@ -86,4 +87,5 @@ def train_batch(config, mesh, selected) -> tuple[Trained, dict[str, np.ndarray],
     rows, batch = global_batch(c, mesh, trajs, flat, trained)
     figures = {"overlong_penalty": overlong,
                **advantage_metrics([t for t, k in zip(trajs, trained) if k], [a for a, k in zip(flat, trained) if k])}
-    return Trained(groups, advantages, {t.uid for t, k in zip(trajs, trained) if k}), rows, batch, figures
+    kept = [t for t, k in zip(trajs, trained) if k]
+    return Trained(groups, advantages, {t.uid for t in kept}, len(kept)), rows, batch, figures

@@ -196,7 +196,7 @@ class Trainer:
         update_s = time.perf_counter() - t0 - overlap_s
         self._count_skips(applied=self.step > before)
         row = {"step": before + 1, "applied": self.step > before, "tasks": chosen.seeds,
-               **episode_metrics(chosen.played), "trained_episodes": len(trained.uids), **m, **figures,
+               **episode_metrics(chosen.played), "trained_episodes": trained.episodes, **m, **figures,
                "batch_fill": float(rows["valid"].mean()),  # real tokens / batch positions (this process's rows)
                "time/update_s": update_s, "time/step_s": time.perf_counter() - t_step,
                "compiles": self.compiles.take()}
