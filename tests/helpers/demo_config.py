@@ -2,7 +2,7 @@
 
 - ""       the trainer tests': 2 SFT + 2 RL steps of 2 tasks x 2 rollouts, 2 held-out eval tasks;
 - "compare" the same with an evaluation after every step (prover-compare's runs in tests/compare);
-- "pod"    a simulated pod (tests/training/test_multihost.py): 8 devices in one fsdp axis, 2 task groups
+- "pod"    a simulated pod (tests/training/test_multihost.py), packed rows: 8 devices in one fsdp axis, 2 task groups
            x 4 rollouts over a fixed set of 16 tasks that the SFT warm start has seen (so groups are
            mixed and ProVer's verifier runs), deterministic judge.
 
@@ -64,6 +64,7 @@ def pod_config():
     c.train.steps = 2
     c.train.micro_batch_size = 8
     c.train.length_multiple = 256
+    c.train.max_tokens_per_row = 512  # packed rows, as the pod layouts: both processes agree on the row bucket
     c.train.checkpoint_every = 1
     c.train.eval_episodes = 4
     c.env.train_tasks = 16
