@@ -36,9 +36,7 @@ FREE_FORM = ("env.kwargs",)  # sections whose keys are the user's (an env family
 
 
 def _plain(x: Any) -> Any:
-    if isinstance(x, ml_collections.ConfigDict):
-        return {k: _plain(v) for k, v in x.items()}
-    if isinstance(x, dict):
+    if isinstance(x, (ml_collections.ConfigDict, dict)):
         return {k: _plain(v) for k, v in x.items()}
     if isinstance(x, (tuple, list)):
         return [_plain(v) for v in x]

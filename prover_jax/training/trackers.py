@@ -62,7 +62,7 @@ def _import(module: str):
 class _ApiSink:
     """A wandb-API tracker (wandb, trackio): init once (resuming the run id), log scalars at each row's step."""
 
-    def __init__(self, module: str, root, config: dict, project: str, rows=()):
+    def __init__(self, module: str, root, config: dict, project: str):
         self.lib = _import(module)
         run_id, name = _run_id(root, module), os.path.basename(os.fspath(root).rstrip("/"))
         kwargs: dict[str, Any] = dict(project=project, name=name, config=config, resume="allow")
@@ -70,8 +70,6 @@ class _ApiSink:
             kwargs.update(id=run_id, dir=os.fspath(root))
         self.run = self.lib.init(**kwargs)
         self.last = -1
-        for row in rows:
-            self.write(row)
 
     def write(self, row: dict) -> None:
         values, step = scalars(row), int(row.get("step", 0))
