@@ -52,6 +52,7 @@ _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # the peers' venvs, made by `make peers` (TRL on Python 3.11 with the CPU torch, Tunix on 3.12 with its pins)
 PYTHONS = {"prover_jax": sys.executable, "trl": os.path.join(_REPO, ".venv-trl", "bin", "python"),
            "tunix": os.path.join(_REPO, ".venv-tunix", "bin", "python")}
+TOKEN_TOLERANCE = 0.01  # the generated tokens per reply must agree with prover_jax's within this share
 SYSTEM_PROMPT = "Solve the arithmetic problem. End with the answer on its own line as '#### <number>'."
 MODEL = dict(vocab_size=512, hidden_size=128, intermediate_size=384, num_hidden_layers=2, num_attention_heads=4,
              num_key_value_heads=2, head_dim=32, rms_norm_eps=1e-6, hidden_act="silu", max_position_embeddings=512,
@@ -170,29 +171,50 @@ def run_peer(name: str, python: str, workdir: str, timeout: float) -> tuple[dict
            f"--workdir={os.path.join(workdir, name)}"]
     log(f"[grpo_peers] {name}: {' '.join(cmd)} (log: {log_path})")
     t0 = time.perf_counter()
-    with open(log_path, "w") as err:
-        try:
-            out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err, text=True, timeout=timeout, cwd=ROOT,
-                                 env=env)
-        except subprocess.TimeoutExpired:
+    with open(log_path, "w") as err, tempfile.TemporaryFile("w+") as stdout:
+        proc = subprocess.Popen(cmd, stdout=stdout, stderr=err, text=True, cwd=ROOT, env=env)
+        peak_rss_mb, returncode = wait_rusage(proc, timeout)
+        if returncode is None:
             return None, f"timed out after {timeout:.0f} s (log: {log_path})"
-    log(f"[grpo_peers] {name}: finished in {time.perf_counter() - t0:.0f} s, exit {out.returncode}")
+        stdout.seek(0)
+        text = stdout.read()
+    log(f"[grpo_peers] {name}: finished in {time.perf_counter() - t0:.0f} s, exit {returncode}")
     records = []
-    for line in out.stdout.splitlines():  # the driver's record; other lines (a trainer's printed logs) are not JSON
+    for line in text.splitlines():  # the driver's record; other lines (a trainer's printed logs) are not JSON
         try:
             record = json.loads(line) if line.startswith("{") else None
         except json.JSONDecodeError:
             continue
         if isinstance(record, dict) and record.get("peer") == name:
             records.append(record)
-    if out.returncode != 0 or not records:
+    if returncode != 0 or not records:
         with open(log_path) as f:
             tail = f.read()[-1500:]
-        return None, f"exit {out.returncode}, no result (log: {log_path}); its end:\n{tail}"
-    return records[-1], ""
+        return None, f"exit {returncode}, no result (log: {log_path}); its end:\n{tail}"
+    return dict(records[-1], peak_rss_mb=peak_rss_mb), ""
 
 
-def summary(record: dict) -> dict:
+def wait_rusage(proc: subprocess.Popen, timeout: float) -> tuple[float, int | None]:
+    """(the child's peak resident set in MiB, its exit status), or (0, None) after killing it at the timeout.
+
+    os.wait4 gives this child's own rusage (ru_maxrss in KiB on Linux), not the maximum over all children."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return usage.ru_maxrss / 1024, proc.returncode
+        time.sleep(0.2)
+    proc.kill()
+    proc.wait()
+    return 0.0, None
+
+
+def summary(record: dict, spec: dict) -> dict:
+    """Step-time statistics, tokens per second at the median step, and the peak RSS.
+
+    generated tokens / step = replies x mean reply length; trained tokens / step = replies x (mean prompt
+    length + mean reply length), the rows the update reads."""
     steps = record["step_s"]
     out = {"mean_s": statistics.mean(steps), "median_s": statistics.median(steps), "min_s": min(steps),
            "max_s": max(steps), "steps": len(steps)}
@@ -202,6 +224,11 @@ def summary(record: dict) -> dict:
     for key in ("completion_tokens", "reward_mean"):
         if record.get(key):
             out[key] = statistics.mean(record[key])
+    if "completion_tokens" in out:
+        replies = spec["prompts_per_step"] * spec["generations"]
+        out["generated_tok_s"] = replies * out["completion_tokens"] / out["median_s"]
+        out["trained_tok_s"] = replies * (spec["prompt_tokens_mean"] + out["completion_tokens"]) / out["median_s"]
+    out["peak_rss_mb"] = record.get("peak_rss_mb")
     out["weights_changed"] = record.get("weights_changed")
     if record.get("timed_step_compiles"):  # a timed step that compiled times the compiler too
         out["timed_step_compiles"] = sum(record["timed_step_compiles"])
@@ -210,7 +237,7 @@ def summary(record: dict) -> dict:
 
 def table(results: dict, skipped: dict) -> str:
     head = (f"{'peer':<11}{'mean s':>9}{'median s':>10}{'min s':>9}{'max s':>9}{'rollout':>9}{'update':>8}"
-            f"{'tokens':>8}{'reward':>8}{'pj/peer':>9}")
+            f"{'tokens':>8}{'gen t/s':>9}{'train t/s':>10}{'RSS MiB':>9}{'reward':>8}{'pj/peer':>9}")
     lines = [head, "-" * len(head)]
     base = results.get("prover_jax", {}).get("median_s")
     for name in PEERS:
@@ -221,13 +248,19 @@ def table(results: dict, skipped: dict) -> str:
             ratio = f"{base / s['median_s']:.2f}" if base else "-"
             lines.append(f"{name:<11}{s['mean_s']:>9.3f}{s['median_s']:>10.3f}{s['min_s']:>9.3f}{s['max_s']:>9.3f}"
                          f"{pct('rollout_share'):>9}{pct('update_share'):>8}{num('completion_tokens', '.1f'):>8}"
+                         f"{num('generated_tok_s', '.0f'):>9}{num('trained_tok_s', '.0f'):>10}{num('peak_rss_mb', '.0f'):>9}"
                          f"{num('reward_mean', '.3f'):>8}{ratio:>9}")
         elif name in skipped:
             lines.append(f"{name:<11}skipped: {skipped[name].splitlines()[0]}")
     lines.append("rollout / update: shares of the step before the update (generation, reward, advantages) and in "
-                 "it; tokens: mean completion tokens; reward: mean digit share; pj/peer: prover_jax's median step "
+                 "it; tokens: mean completion tokens; gen / train t/s: generated / trained tokens per second at the median "
+                 "step; RSS: the process's peak resident set; reward: mean digit share; pj/peer: prover_jax's median step "
                  "over the peer's (< 1: prover_jax is faster)")
+    ref = results.get("prover_jax", {}).get("completion_tokens")
     for name, s in results.items():
+        if ref and s.get("completion_tokens") and abs(s["completion_tokens"] / ref - 1) > TOKEN_TOLERANCE:
+            lines.append(f"NOTE {name}: {s['completion_tokens']:.2f} generated tokens per reply against prover_jax's "
+                         f"{ref:.2f} (over {TOKEN_TOLERANCE:.0%}): not the same work")
         if s.get("weights_changed") is False:
             lines.append(f"NOTE {name}: the weights did not change over the run")
         if s.get("timed_step_compiles"):
@@ -285,13 +318,13 @@ def main(argv=None) -> None:
             print(f"SKIPPED {name}: {why}", flush=True)
             continue
         records[name] = record
-        results[name] = summary(record)
+        results[name] = summary(record, spec)
     load_after = os.getloadavg()[0]
     print()
     print(table(results, skipped))
     print()
-    print(f"LOAD AVERAGE (1 min) AFTER: {load_after:.2f} on {cpus} CPUs"
-          + ("" if max(load_before, load_after) < 0.5 else "  <-- NOT IDLE: ratios from this run are not claims"))
+    print(f"LOAD AVERAGE (1 min) AFTER: {load_after:.2f} on {cpus} CPUs (this run's own load included: the idle "
+          "check is the load before)")
     ratios = {f"prover_jax_over_{n}": results["prover_jax"]["median_s"] / results[n]["median_s"]
               for n in results if n != "prover_jax" and "prover_jax" in results}
     print(json.dumps({"bench": "grpo_peers", "smoke": args.smoke, "load_before": load_before, "load_after": load_after,

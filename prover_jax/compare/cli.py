@@ -26,7 +26,9 @@ trained tokenizer) in its run folder before its first start, so it RESUMES at st
 the same state, optimizer, tokenizer and reference policy as a run that did its own SFT (an HF
 export would round weights to the source dtype and change the KL reference). Methods with other
 overrides do their own SFT. A complete W/_sft/seed<s> is reused as it is (delete it to redo SFT);
-a seed whose sharing runs are all complete needs no SFT run at all.
+a seed whose sharing runs are all complete needs no SFT run at all. --sft_seed=S gives every seed the
+start of seed S (W/_sft/seed<S>): the seeds then vary the RL sampling and task order from one start,
+not the start itself (for a costly SFT; the report's spread is over RL seeds only).
 Its metrics.jsonl is created empty first: prover-train plots it, and train.steps=0 may log no row.
 
 Compile cache: runs share a JAX persistent compilation cache (--jax_cache: "auto" = W/_jax_cache unless
@@ -72,6 +74,7 @@ flags.DEFINE_integer("first_seed", 0, "The first seed.")
 flags.DEFINE_string("workdir", None, "Comparison folder (local): W/<method>/seed<s>, W/compare.*.")
 flags.DEFINE_integer("parallel", 1, "Runs at once.")
 flags.DEFINE_bool("sft_once", True, "One SFT warm start per seed, shared by the methods (if sft.steps > 0).")
+flags.DEFINE_integer("sft_seed", -1, "-1: each seed its own SFT start; S >= 0: every seed starts from seed S's.")
 flags.DEFINE_string("jax_cache", "auto", "JAX compilation cache of the runs: auto | none | a folder.")
 flags.DEFINE_bool("report_only", False, "Write the report over the runs already complete; run nothing.")
 flags.DEFINE_string("export", None, "Copy the report and the complete runs' summary/metrics here.")
@@ -295,14 +298,15 @@ def _main(argv):
     sft_once = FLAGS.sft_once and config.sft.steps > 0 and any(m.shares_sft for m in methods)
     eval_n = eval_task_count(config, {})
 
+    start_of = {s: s if FLAGS.sft_seed < 0 else FLAGS.sft_seed for s in seeds}  # seed -> its SFT start's seed
     sft_runs = {s: Run("_sft", os.path.join(workdir, SFT_DIR, f"seed{s}"), s,
                        [("credit.method", "grpo"), ("seed", str(s)), ("train.steps", "0"),
-                        ("train.eval_episodes", "1")], 0) for s in seeds} if sft_once else {}
+                        ("train.eval_episodes", "1")], 0) for s in set(start_of.values())} if sft_once else {}
     runs = []
     for s in seeds:
         for m in methods:
             cfg = methods_lib.apply_overrides(config, m.all_overrides())
-            shared = sft_runs[s].folder if sft_once and m.shares_sft else None
+            shared = sft_runs[start_of[s]].folder if sft_once and m.shares_sft else None
             runs.append(Run(m.spec, os.path.join(workdir, m.slug, f"seed{s}"), s,
                             m.all_overrides() + [("seed", str(s))], cfg.train.steps, shared,
                             eval_task_count(cfg, {})))
@@ -315,8 +319,8 @@ def _main(argv):
         sft = SharedSft(sft_runs, lambda r: execute_sft(r, config_arg, user_overrides, env))
 
         def job(r: Run) -> bool:
-            if r.sft_from is not None and not is_complete(r.folder, r.steps) and not sft.ready(r.seed):
-                r.error = f"its shared SFT run failed: see {sft_runs[r.seed].folder}/run.log"
+            if r.sft_from is not None and not is_complete(r.folder, r.steps) and not sft.ready(start_of[r.seed]):
+                r.error = f"its shared SFT run failed: see {sft_runs[start_of[r.seed]].folder}/run.log"
                 return False
             return execute(r, config_arg, user_overrides, env)
 
@@ -328,7 +332,8 @@ def _main(argv):
                           if r.label == m.spec and is_complete(r.folder, r.steps)] for m in methods}
     result = report.summarize(by_method, len(seeds), threshold=FLAGS.threshold)
     notes = [f"{r.name()}: {r.error} ({os.path.join(r.folder, 'run.log')})" for r in failed]
-    paths = report.write_report(result, by_method, workdir, title=config_arg or "", failures=notes)
+    title = (config_arg or "") + (f" (every seed from seed {FLAGS.sft_seed}'s SFT start)" if FLAGS.sft_seed >= 0 else "")
+    paths = report.write_report(result, by_method, workdir, title=title, failures=notes)
     print(open(paths["md"]).read(), flush=True)
     print(f"wrote {paths['md']}, {paths['json']}, {paths['png']}", flush=True)
     if FLAGS.export:

@@ -226,6 +226,21 @@ def test_report_only_se_of_old_records_with_uncapped_eval_seeds(tmp_path):
     assert final["pm"] == pytest.approx(math.sqrt(0.75 * 0.25 / 16))
 
 
+def test_one_sft_start_for_every_seed(tmp_path):
+    """--sft_seed=0: seed 1 resumes from seed 0's SFT checkpoint (no SFT of its own) and still plays its
+    own tasks (the task order follows config.seed)."""
+    w = tmp_path / "w"
+    out = compare(tmp_path, "--methods=grpo", "--seeds=2", "--sft_seed=0", f"--workdir={w}")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert sorted(p.name for p in (w / "_sft").iterdir()) == ["seed0"]
+    for s in (0, 1):
+        summary = json.load(open(w / "grpo" / f"seed{s}" / "summary.json"))
+        assert summary["sft_shared_from"] == str(w / "_sft" / "seed0")
+    tasks = [[json.loads(line)["tasks"] for line in open(w / "grpo" / f"seed{s}" / "metrics.jsonl")] for s in (0, 1)]
+    assert tasks[0] != tasks[1]
+    assert "every seed from seed 0's SFT start" in open(w / "compare.md").read()
+
+
 def test_end_to_end(tmp_path):
     w = tmp_path / "w"
     out = compare(tmp_path, "--methods=grpo,prover", "--seeds=2", "--parallel=2", f"--workdir={w}",
