@@ -15,6 +15,9 @@ run 2B-v6e-8-unrolled "$q:2B,alfworld,v6e-8" --fn=train_step --config.model.scan
 run 2B-v5p-8 "$q:2B,alfworld,v5p-8" --fn=train_step,generate
 run 4B-v6e-16 "$q:4B,alfworld,v6e-16" --fn=train_step,generate
 run 9B-v5p-32 "$q:9B,alfworld,v5p-32" --fn=train_step,generate
+# dense Qwen3 (the second model family) in the 2B v6e-8 layout, its architecture named by family and size
+run qwen3-1.7B-v6e-8 "$q:2B,alfworld,v6e-8" --fn=train_step,generate --config.model.family=qwen3 \
+    --config.model.size=1.7B
 run 2B-v6e-8-chunk16-fp32 "$q:2B,alfworld,v6e-8" --fn=train_step --config.model.gdn_chunk=16 \
     --config.model.gdn_matmul_dtype=float32
 run 2B-v6e-8-dense "$q:2B,alfworld,v6e-8" --fn=train_step --config.model.attention=dense
