@@ -86,7 +86,9 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
                  jax.process_count(), jax.local_device_count(), jax.device_count())
     if jax.default_backend() == "cpu" and jax.config.jax_compilation_cache_dir:
         # jax 0.12.1: a CPU train step sharded over processes, read back from the persistent cache,
-        # never finishes its first run (gloo); compiled afresh it does
+        # never finishes its first run (gloo); compiled afresh it does. Only process 0 finds its entry (the
+        # key holds each process's topology), and a read-back program beside a fresh one waits forever
+        # (bench/jax_cache_hang.py reproduces it)
         jax.config.update("jax_enable_compilation_cache", False)
         logging.warning("persistent compilation cache %s not used: CPU processes with gloo collectives "
                         "hang in programs read back from it", jax.config.jax_compilation_cache_dir)
