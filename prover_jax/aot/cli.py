@@ -4,6 +4,7 @@ TPU compiler says about them, one JSON line per program.
     prover-aot --config=configs/qwen3_5.py:2B,alfworld,v6e-8 [--fn=train_step,generate,prefill]
                [--topology=v6e-8]      # default: config.accelerator
                [--bytes_by_op=N]       # each row: the N jax ops with the most HBM bytes
+               [--fill=bench/results/packing_fill/qwen3_5_2b_alfworld_scripted.jsonl]  # real tokens
 
 Fields: per_device_gib = argument + output - aliased + temporary bytes per chip (memory_analysis);
 fits = per_device_gib <= hbm_gib; headroom = 1 - per_device / hbm. With a judge served beside training
@@ -23,6 +24,13 @@ no flop count: their analytic flops are added (kernel_flops_per_device). estimat
 (estimated_s x peak). For generate, hbm_floor_s = the argument bytes a step reads (weights + cache +
 state, once per step; an untied embedding table, of which it gathers a row per slot, left out:
 unread_gib) / HBM bandwidth.
+
+Packed rows (train.max_tokens_per_row > 0): one train_step row per micro-batch bucket (`bucket`: its
+micro-batch count, `rows`), then a `train_buckets` row with the bucket list, each bucket's compile_s
+and compile_s_total. --fill (a `bench/packing_fill.py --scripted` record, one step per line) adds
+each train_step row's fill, real_tokens_per_step and s_per_1k_real_tokens = estimated_s / (real tokens
+per step / 1000), and to `train_buckets` the steps' micro-batch counts before and after bucketing,
+their padding_waste and the distribution's s_per_1k_real_tokens (prover_jax.aot.fill).
 """
 
 from __future__ import annotations
@@ -69,6 +77,9 @@ def analyse(prog, compiled, hlo_text: str, chip, n_devices: int, compile_s: floa
         "tokens_per_s_per_chip": round(prog.tokens / n_devices / est, 1) if est else None,
         "compile_s": round(compile_s, 1),
     }
+    if prog.bucket:
+        out["bucket"] = prog.bucket
+        out["rows"] = prog.bucket * prog.args[1]["tokens"].shape[1]
     if by_op:
         out["bytes_by_op"] = hbm["by_op"]
     opt = cost.get("optimal_seconds")
@@ -84,16 +95,19 @@ def analyse(prog, compiled, hlo_text: str, chip, n_devices: int, compile_s: floa
     return out
 
 
-def run(config, topology: str, fns, hlo_dir: str = "", by_op: int = 0) -> list[dict]:
+def run(config, topology: str, fns, hlo_dir: str = "", by_op: int = 0, fill: str = "") -> list[dict]:
     """Compiles each program for `topology`; returns their report dicts (also on stdout as JSON).
     With `hlo_dir`, each compiled program's HLO text is written there as FN.hlo.txt; with by_op > 0,
-    each row's bytes_by_op lists the by_op jax ops that read and write the most HBM bytes."""
+    each row's bytes_by_op lists the by_op jax ops that read and write the most HBM bytes; with `fill`,
+    a packing_fill record, the train_step rows' seconds per 1k real tokens (prover_jax.aot.fill)."""
     from prover_jax.aot.chips import parse_slice, slice_devices
+    from prover_jax.aot.fill import buckets_row, read_steps, train_row_figures
     from prover_jax.aot.flops import count
     from prover_jax.aot.programs import programs
 
     s = parse_slice(topology)
     devices = slice_devices(s)
+    steps = read_steps(fill, config) if fill else None
     rows = []
     for prog in programs(config, devices, fns):
         n = prog.mesh.devices.size
@@ -105,7 +119,7 @@ def run(config, topology: str, fns, hlo_dir: str = "", by_op: int = 0) -> list[d
         except Exception as e:  # noqa: BLE001 - e.g. the compiler's own out-of-memory: report it
             text = str(e).splitlines()[0][:500] if str(e) else ""
             row = {"fn": prog.fn, "topology": s.name, "fits": False, "error": f"{type(e).__name__}: {text}",
-                   "compile_s": round(time.perf_counter() - t0, 1)}
+                   "compile_s": round(time.perf_counter() - t0, 1), **({"bucket": prog.bucket} if prog.bucket else {})}
             oom = re.search(r"required for (.+?) \(([\d.]+)G\) exceeds available HBM \(([\d.]+)G\)", text)
             if oom:  # the TPU compiler refuses programs over HBM and says by how much
                 row.update(what_exceeds=oom.group(1), required_gib=float(oom.group(2)),
@@ -115,17 +129,20 @@ def run(config, topology: str, fns, hlo_dir: str = "", by_op: int = 0) -> list[d
             text = compiled.as_text()  # megabytes for a real model: rendered once
             if hlo_dir:
                 os.makedirs(hlo_dir, exist_ok=True)
-                with open(os.path.join(hlo_dir, f"{prog.fn}.hlo.txt"), "w") as f:
+                name = f"{prog.fn}_{prog.bucket}" if prog.bucket else prog.fn
+                with open(os.path.join(hlo_dir, f"{name}.hlo.txt"), "w") as f:
                     f.write(text)
             row = dict(fn=prog.fn, topology=s.name, **{k: v for k, v in analyse(
                 prog, compiled, text, s.chip, n, compile_s, counted, by_op).items() if k != "fn"})
         row["libtpu_init_args"] = os.environ.get("LIBTPU_INIT_ARGS", "")  # the compiler flags it ran under
+        if prog.fn == "train_step" and steps:
+            row.update(train_row_figures(config, row, steps))
         print(json.dumps(row), flush=True)
         rows.append(row)
-    row = together(rows, s.name)
-    if row is not None:
-        print(json.dumps(row), flush=True)
-        rows.append(row)
+    for row in (buckets_row(config, rows, steps, fill), together(rows, s.name)):
+        if row is not None:
+            print(json.dumps(row), flush=True)
+            rows.append(row)
     return rows
 
 
@@ -139,7 +156,7 @@ def together(rows: list[dict], topology: str) -> dict | None:
         logprob pass = its peak - the params it scores + train_step's arguments + the reference params
 
     None without train_step, generate and one of judge_generate / logprob."""
-    by = {r["fn"]: r for r in rows if "per_device_gib" in r}
+    by = {r["fn"]: r for r in sorted((r for r in rows if "per_device_gib" in r), key=lambda r: r["per_device_gib"])}
     if not {"train_step", "generate"} <= set(by) or not {"judge_generate", "logprob"} & set(by):
         return None
     train, parts = by["train_step"], {}
@@ -170,6 +187,8 @@ def main(argv=None):
                         f"the config compiles; the judge's when judge.serve sets one)")
     flags.DEFINE_string("topology", "", "TPU slice, e.g. v6e-8, v5p-16 (default: config.accelerator)")
     flags.DEFINE_string("hlo_dir", "", "write each compiled program's HLO text to this folder")
+    flags.DEFINE_string("fill", "", "a `bench/packing_fill.py --scripted` record: each train_step row's "
+                        "s_per_1k_real_tokens over its steps' real tokens, and packed, the buckets' padding waste")
     flags.DEFINE_integer("bytes_by_op", 0, "> 0: each row lists this many jax ops with the most HBM bytes "
                          "(bytes_by_op: [op, bytes] pairs, loop trip counts included)", lower_bound=0)
     config_flags.DEFINE_config_file("config", None, "a prover config file[:args]", lock_config=False)
@@ -189,7 +208,7 @@ def main(argv=None):
         jax.config.update("jax_enable_compilation_cache", False)
         try:
             run(config, topology, [f.strip() for f in FLAGS.fn.split(",") if f.strip()] or None, FLAGS.hlo_dir,
-                FLAGS.bytes_by_op)
+                FLAGS.bytes_by_op, FLAGS.fill)
         except (ValueError, RuntimeError) as e:
             print(f"prover-aot: {e}", file=sys.stderr)
             sys.exit(2)

@@ -4,7 +4,9 @@
     for p in progs: compiled = p.jitted.trace(*p.args).lower().compile()
 
 train_step: the trainer's jitted update (its optimizer, loss, micro-batching, remat, shardings) on
-    the largest batch a run builds (`train_batch`), on the config's (data, fsdp, tensor) mesh.
+    the largest batch a run builds (`train_batch`), on the config's (data, fsdp, tensor) mesh; with
+    packed rows (train.max_tokens_per_row > 0), one program per micro-batch bucket the trainer pads a
+    step to (`assemble.packed_micro_batches`), `bucket` naming its micro-batch count.
 logprob: the reference / proximal log-prob pass (loss.kl_coef > 0, or loss.tis_cap > 0 off-policy)
     on that batch, in train.logprob_chunk chunks, under a second copy of the params (the reference,
     held for the whole run) or the policy's own.
@@ -48,6 +50,7 @@ class Program:
     resident_bytes: float = 0.0  # logprob: per chip, what the run holds beside the train state (the reference)
     unread_bytes: float = 0.0  # generate: per chip, argument bytes a step does not read whole (an untied
     # embedding table, of which it gathers one row per slot)
+    bucket: int = 0  # packed train_step: the micro-batches of its batch (0: unpacked)
 
 
 def model_config(config):
@@ -124,11 +127,12 @@ def _opt_state(optimizer, params, mesh):
     return jax.tree.map(place, abstract, is_leaf=is_param_tree)
 
 
-def train_batch(config, mesh: Mesh) -> dict:
+def train_batch(config, mesh: Mesh, micro_batches: int = 0) -> dict:
     """The largest train batch a run of `config` builds, abstract: one episode per row
-    (rollout.groups_per_step x group_size rows; packing only lowers the row count), L =
-    train.max_tokens_per_row when packing, else rollout.max_target_length (the longest bucket); with
-    train.logits = "policy", policy_at of P = L positions (the bound the trainer pads to)."""
+    (rollout.groups_per_step x group_size rows; packing only lowers the row count), or with
+    `micro_batches` > 0 that many micro-batches (a packed bucket); L = train.max_tokens_per_row when
+    packing, else rollout.max_target_length (the longest bucket); with train.logits = "policy",
+    policy_at of P = L positions (the bound the trainer pads to)."""
     from prover_jax.training.step import abstract_batch, proximal_pass
     c = config
     rows = c.rollout.groups_per_step * c.rollout.group_size
@@ -138,7 +142,7 @@ def train_batch(config, mesh: Mesh) -> dict:
                          f"(rollout.groups_per_step x group_size)")
     cap = c.train.max_tokens_per_row
     L = cap if cap > 0 else c.rollout.max_target_length
-    return abstract_batch(mesh, rows // mb, mb, L, kl=c.loss.kl_coef > 0,
+    return abstract_batch(mesh, micro_batches or rows // mb, mb, L, kl=c.loss.kl_coef > 0,
                           prox=proximal_pass(c), packed=cap > 0,
                           policy=L if c.train.logits == "policy" else 0)
 
@@ -179,7 +183,8 @@ def per_chip_bytes(tree) -> float:
                      for x in jax.tree.leaves(tree)))
 
 
-def train_program(config, mesh: Mesh) -> Program:
+def train_program(config, mesh: Mesh, micro_batches: int = 0) -> Program:
+    """The update on `train_batch(config, mesh, micro_batches)`."""
     from prover_jax.training.optim import make_optimizer
     from prover_jax.training.step import TrainState
 
@@ -194,7 +199,7 @@ def train_program(config, mesh: Mesh) -> Program:
     replicated = NamedSharding(mesh, P())
     state = TrainState(params=params, opt_state=_opt_state(optimizer, params, mesh),
                        step=jax.ShapeDtypeStruct((), jnp.int32, sharding=replicated))
-    batch = train_batch(c, mesh)
+    batch = train_batch(c, mesh, micro_batches)
     M, mb, L = batch["tokens"].shape
     step = update_program(c, mesh, graphdef, optimizer)  # the trainer's own (training.build)
     tokens = M * mb * L
@@ -207,7 +212,16 @@ def train_program(config, mesh: Mesh) -> Program:
     passes = c.train.ppo_epochs  # every epoch is one forward + backward over the batch
     args = (state, batch) if frozen is None else (state, batch, frozen)
     return Program("train_step", step.jitted(*args), args, mesh, tokens, per_token * tokens * passes,
-                   kernel * passes)
+                   kernel * passes, bucket=micro_batches)
+
+
+def train_programs(config, mesh: Mesh) -> list[Program]:
+    """The update as a run compiles it: once per packed micro-batch bucket (ascending) with
+    train.max_tokens_per_row > 0, else once on the largest batch."""
+    from prover_jax.training.assemble import packed_micro_batches
+    if config.train.max_tokens_per_row <= 0:
+        return [train_program(config, mesh)]
+    return [train_program(config, mesh, m) for m in packed_micro_batches(config)]
 
 
 def logprob_program(config, mesh: Mesh) -> Program:
@@ -327,7 +341,7 @@ def programs(config, devices, fns=None) -> list[Program]:
         raise ValueError(f"mesh (data, fsdp, tensor) = {shape} does not fit the slice's {len(devices)} "
                          f"chips: set config.mesh so that data * fsdp * tensor = {len(devices)}")
     mesh = make_mesh(shape, devices=devices)
-    out = [train_program(config, mesh)] if "train_step" in fns else []
+    out = train_programs(config, mesh) if "train_step" in fns else []
     out += [logprob_program(config, mesh)] if "logprob" in fns else []
     out += engine_programs(config, mesh, fns)
     judge = [f[len("judge_"):] for f in fns if f in JUDGE_FNS]

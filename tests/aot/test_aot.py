@@ -231,3 +231,33 @@ def test_a_lora_layout_holds_the_adapters_state_only(tiny_model):
     assert per_chip_bytes(base) == per_chip_bytes(full.args[0].params)  # the base is whole, not trained
     (row,) = run(c, "v6e-8", ["train_step"])
     assert row["fits"] is True and row["per_device_gib"] > 0
+
+
+def test_packed_rows_compile_every_bucket(tiny_model, tmp_path):
+    """train.max_tokens_per_row > 0: one train_step per micro-batch bucket, each checked against HBM, a
+    `train_buckets` row with their compile times, and with --fill the seconds per 1k real tokens; the
+    largest bucket holds what the unpacked batch of the same shape holds, plus the segment ids."""
+    _need_libtpu()
+    from prover_jax.aot.cli import run
+    record = tmp_path / "fill.jsonl"  # 2 groups x 8 episodes of 60 (a success) or 256 (cut) tokens
+    record.write_text("".join(json.dumps({"success_share": share, "expert_lengths": [60], "wanderer_lengths": [300]})
+                              + "\n" for share in (0.0, 0.5, 1.0)))
+    unpacked = run(aot_config(tiny_model), "v6e-8", ["train_step"], fill=str(record))
+    (plain,) = unpacked
+    assert "bucket" not in plain and plain["fill"] == pytest.approx((16 * 256 + 8 * 256 + 24 * 60) / 3 / (16 * 256), abs=1e-4)
+    assert plain["s_per_1k_real_tokens"] == pytest.approx(plain["estimated_s"] / (plain["real_tokens_per_step"] / 1000),
+                                                          rel=1e-3)
+    rows = run(aot_config(tiny_model, train__max_tokens_per_row=256), "v6e-8", ["train_step"], fill=str(record))
+    train, summary = rows[:-1], rows[-1]
+    assert [(r["fn"], r["bucket"], r["rows"]) for r in train] == [("train_step", 1, 8), ("train_step", 2, 16)]
+    assert all(r["fits"] and 0 < r["per_device_gib"] < r["hbm_gib"] for r in train)
+    assert train[1]["per_device_gib"] == pytest.approx(plain["per_device_gib"], rel=0.1)
+    # 16 cut episodes: 16 rows, 2 micro-batches; 8 cut + 8 of 60 (4 to a row): 10 rows, 2; 16 of 60: 4 rows, 1
+    assert summary["fn"] == "train_buckets" and summary["buckets"] == [1, 2]
+    assert summary["micro_batches"] == summary["bucketed"] == [2, 2, 1] and summary["padding_waste"] == 0
+    assert summary["compile_s"] == [r["compile_s"] for r in train]
+    assert summary["compile_s_total"] == pytest.approx(sum(summary["compile_s"]), abs=0.11)
+    assert [r["step_share"] for r in train] == pytest.approx([1 / 3, 2 / 3], abs=1e-4)
+    assert train[0]["real_tokens_per_step"] == pytest.approx(16 * 60, abs=0.1)
+    step_s = (train[0]["estimated_s"] + 2 * train[1]["estimated_s"]) / 3
+    assert summary["s_per_1k_real_tokens"] == pytest.approx(step_s / (plain["real_tokens_per_step"] / 1000), rel=1e-3)
