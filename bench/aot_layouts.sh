@@ -50,3 +50,18 @@ run 9B-v6e-8-lora-chunk1024 "$q:9B,alfworld,v6e-8-lora" --fn=train_step --config
 # rows per chip and remat=dots again, as shipped now (FSDP gathered whole, logits unchunked)
 run 2B-v6e-8-micro16-gathered "$q:2B,alfworld,v6e-8" --fn=train_step --config.train.micro_batch_size=16
 run 2B-v6e-8-dots-gathered "$q:2B,alfworld,v6e-8" --fn=train_step --config.train.remat=dots
+# packed rows (bench/RESULTS.md, "Packed pod layouts"): every micro-batch bucket of the layouts that pack
+# by default, then one episode per row; --fill weighs each by the scripted ALFWorld steps of
+# bench/packing_fill.py (seconds per 1k real tokens, the buckets' padding waste)
+F=bench/results/packing_fill/qwen3_5_2b_alfworld_scripted.jsonl
+for L in 2B,v6e-8 4B,v5p-16; do
+  name="${L%,*}-${L#*,}" cfg="$q:${L%,*},alfworld,${L#*,}"
+  run "$name-packed" "$cfg" --fn=train_step --fill=$F
+  run "$name-unpacked" "$cfg" --fn=train_step --fill=$F --config.train.max_tokens_per_row=0
+done
+# the memory check of packing on the other TPU layouts: their largest bucket (a step's episodes one per row)
+for L in 2B,v5p-8 4B,v6e-16 9B,v5p-32 9B,v6e-8-lora; do
+  name="${L%,*}-${L#*,}" cfg="$q:${L%,*},alfworld,${L#*,}"
+  run "$name-packed-largest" "$cfg" --fn=train_step --config.train.max_tokens_per_row=4096 \
+      --config.train.packed_buckets="(128,)"
+done

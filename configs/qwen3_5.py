@@ -13,8 +13,14 @@ of an external OpenAI-compatible endpoint. Layouts were chosen with `prover-aot`
 bench/RESULTS.md): FSDP over every chip, the layer block under lax.scan, each block rematerialised,
 splash attention, log-probs over the whole row (TPU) or in chunks of 1024 positions (GPU), FSDP weights
 gathered whole (prover_jax.tpu_env's libtpu flags), micro-batches of one 4096-token row per chip.
+The TPU layouts pack episodes into 4096-token rows (train.max_tokens_per_row = rollout.max_target_length,
+`pack`), each step padded to a quarter, half, three quarters or all of its 16 x 8 episodes'
+micro-batches (train.packed_buckets): prover-aot finds the largest bucket fits on each slice, and on
+2B v6e-8 and 4B v5p-16, compiled for every bucket, estimates 0.75x the seconds per real token of one
+episode per row (bench/RESULTS.md, "Packed pod layouts").
 GPU layouts (GPU_LAYOUTS: h100-1, h200-1, h100-8, h200-8) were sized with the estimate of
-prover_jax.aot.gpu_memory instead, with cuDNN attention and more rows per GPU.
+prover_jax.aot.gpu_memory instead, with cuDNN attention (which refuses packed rows: one episode a row)
+and more rows per GPU.
 Data paths come from environment variables on every worker (configs/README.md).
 """
 
@@ -27,13 +33,14 @@ from prover_jax.training.config import default_config
 # (size, slice) -> layout. v6e-N = N chips; v5p-N = N/2 chips (N counts TensorCores).
 #   mesh (data, fsdp, tensor); micro = train.micro_batch_size; slots = engine slots per host;
 #   length = rollout.max_target_length; remat = train.remat; chunk = train.logprob_chunk (default
-#   1024; 0: the vocab projection unchunked, for chips with room for one row's [4096, 248k] fp32 logits).
+#   1024; 0: the vocab projection unchunked, for chips with room for one row's [4096, 248k] fp32 logits);
+#   pack = packed rows (`_pack`), where prover-aot's compile of the largest bucket fits.
 LAYOUTS = {
-    ("2B", "v6e-8"): dict(mesh=(1, 8, 1), micro=8, slots=64, length=4096, remat="full", chunk=0),
-    ("2B", "v5p-8"): dict(mesh=(1, 4, 1), micro=8, slots=128, length=4096, remat="full", chunk=0),
-    ("4B", "v5p-16"): dict(mesh=(1, 8, 1), micro=8, slots=128, length=4096, remat="full", chunk=0),
-    ("4B", "v6e-16"): dict(mesh=(1, 16, 1), micro=16, slots=64, length=4096, remat="full", chunk=0),
-    ("9B", "v5p-32"): dict(mesh=(1, 16, 1), micro=16, slots=128, length=4096, remat="full", chunk=0),
+    ("2B", "v6e-8"): dict(mesh=(1, 8, 1), micro=8, slots=64, length=4096, remat="full", chunk=0, pack=True),
+    ("2B", "v5p-8"): dict(mesh=(1, 4, 1), micro=8, slots=128, length=4096, remat="full", chunk=0, pack=True),
+    ("4B", "v5p-16"): dict(mesh=(1, 8, 1), micro=8, slots=128, length=4096, remat="full", chunk=0, pack=True),
+    ("4B", "v6e-16"): dict(mesh=(1, 16, 1), micro=16, slots=64, length=4096, remat="full", chunk=0, pack=True),
+    ("9B", "v5p-32"): dict(mesh=(1, 16, 1), micro=16, slots=128, length=4096, remat="full", chunk=0, pack=True),
 }
 # NVIDIA GPU layouts: hNNN-N = N GPUs (H100 SXM 80 GB / H200 SXM 141 GB), 8 to a node. FSDP over the
 # GPUs (no tensor parallelism: the weights, Adam state and activations fit without it), attention
@@ -55,9 +62,18 @@ LAYOUTS.update(GPU_LAYOUTS)
 LORA_LAYOUTS = {
     # tensor 2: the engine's whole bf16 9B weights (17 GiB a chip at tensor 1) split over two chips
     ("9B", "v6e-8-lora"): dict(mesh=(1, 4, 2), micro=8, slots=64, length=4096, remat="full", lora=16,
-                                chunk=0),
+                                chunk=0, pack=True),
     ("4B", "h200-1-lora"): dict(mesh=(1, 1, 1), micro=2, slots=64, length=4096, remat="full", lora=16),
 }
+
+
+def _pack(c):
+    """Packed rows of one episode-length cap each, the step's micro-batch count padded to a quarter, half,
+    three quarters or all of its episodes one per row: 4 compiled programs, 11.7% padding micro-batches
+    on the scripted ALFWorld steps of bench/packing_fill.py (the powers of two: 5 programs, 19.7%)."""
+    c.train.max_tokens_per_row = c.rollout.max_target_length  # a row holds the longest episode
+    most = c.rollout.groups_per_step * c.rollout.group_size // c.train.micro_batch_size
+    c.train.packed_buckets = tuple(most * k // 4 for k in (1, 2, 3))  # and `most`, always a bucket
 
 
 def slices(size: str) -> tuple[str, ...]:
@@ -151,6 +167,8 @@ def make(size: str, benchmark: str = "alfworld", pod: str | None = None, judge: 
     c.loss.entropy_metric = False  # no entropy pass over the 248k vocabulary (not a loss term here)
     c.train.length_multiple = 1024  # a handful of compiled batch lengths per run (1k .. 4k)
     c.train.precompile = True  # compile the update for each of them before the first step
+    if lay.get("pack"):
+        _pack(c)
     c.credit.method = "prover"  # ProVer segment credit on top of GRPO
     c.judge.name = "openai"  # the judge proposing pivotal segments ($OPENAI_API_KEY on every worker)
     if lay.get("lora"):

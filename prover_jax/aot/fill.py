@@ -75,7 +75,6 @@ def packed_figures(steps: list[list[int]], buckets: Sequence[int], cap: int, mic
             "real_tokens_per_step": sum(tokens) / len(steps), "per_bucket": per_bucket}
 
 
-
 def _per_1k(seconds, tokens: float):
     return float(f"{seconds / (tokens / 1000):.4g}") if seconds and tokens else None
 

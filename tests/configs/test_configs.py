@@ -63,6 +63,15 @@ def test_every_layout_matches_its_slice():
             assert c.rollout.max_turns == c.env.kwargs.max_turns == {"alfworld": 50, "webshop": 15,
                                                                      "searchqa_data": 30}[c.env.name]
             assert (c.credit.method, c.judge.name, c.train.steps) == ("prover", "openai", 100)
+            # packed rows where prover-aot's compile of the largest bucket fits (bench/RESULTS.md); not on
+            # GPUs, whose cuDNN attention refuses them
+            if lay.get("pack"):
+                from prover_jax.training.assemble import packed_micro_batches
+                most = rows // c.train.micro_batch_size
+                assert s.platform == "tpu" and c.train.max_tokens_per_row == c.rollout.max_target_length
+                assert packed_micro_batches(c) == [most // 4, most // 2, 3 * most // 4, most]
+            else:
+                assert c.train.max_tokens_per_row == 0
             if s.platform == "gpu":  # no compiled check for GPUs: the estimate must fit with margin
                 from prover_jax.aot.gpu_memory import estimate
                 est = estimate(c)
