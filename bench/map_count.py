@@ -1,7 +1,7 @@
 """Where a trainer's memory mappings come from: /proc/self/maps counted as one process builds a trainer,
 compiles its programs and runs RL steps, split by kind, and what freeing the compiled programs returns.
 
-    python bench/map_count.py [--workdir=runs/bench_map_count] [--steps=3] [--config=configs/demo.py]
+    python bench/map_count.py [--workdir=runs/bench_map_count] [--steps=3] [--every=1] [--config=configs/demo.py]
 
 Each row: the stage, the mappings held (and the delta), the executable anonymous mappings (JIT code:
 XLA:CPU maps each compiled program's kernels itself), the other anonymous ones and the file-backed ones.
@@ -23,8 +23,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("workdir", "runs/bench_map_count", "Run folder (deleted first).")
-flags.DEFINE_string("config", "configs/demo.py", "Trainer config.")
+flags.DEFINE_string("config", "configs/demo.py", "Trainer config file[:its argument].")
 flags.DEFINE_integer("steps", 3, "RL steps.")
+flags.DEFINE_integer("every", 1, "A row after every this many RL steps (and after the first and the last).")
 
 
 def maps() -> dict[str, int]:
@@ -62,16 +63,20 @@ def main(argv):
     from prover_jax.training.trainer import Trainer
     jax.devices()
     note("jax imported, backend up")
-    c = load_config_file(FLAGS.config)
+    path, _, arg = FLAGS.config.partition(":")  # FILE[:ARG], as --config takes it
+    c = load_config_file(path, arg or None)
     c.sft.steps = 0
     c.train.steps = FLAGS.steps
     c.train.loggers = ()
     shutil.rmtree(FLAGS.workdir, ignore_errors=True)
     t = Trainer(c, FLAGS.workdir)
     note("trainer built (sampler compiled)")
+    compiles = 0  # compilations since the last row
     for k in range(FLAGS.steps):
-        t.rl_step()
-        note(f"after RL step {k + 1}")
+        compiles += int(t.rl_step()["compiles"])
+        if k == 0 or (k + 1) % FLAGS.every == 0 or k + 1 == FLAGS.steps:
+            note(f"after RL step {k + 1} ({compiles} compiles)")
+            compiles = 0
     t.evaluate(8)
     note("after an evaluation")
     t.close()
