@@ -63,7 +63,7 @@ class Trained:
     groups: list[list[Trajectory]]
     advantages: list[list[np.ndarray]]
     uids: set[int]
-    episodes: int
+    episodes: int  # counted, not len(uids): a credit method's extra episodes need not have uids of their own
 
 
 def packed_micro_batches(config) -> list[int]:
@@ -85,7 +85,7 @@ def train_batch(config, mesh, selected) -> tuple[Trained, dict[str, np.ndarray],
                for k, t in zip(trained_episodes(trajs, c.loss.mask_truncated), trajs)]
     flat = [a for ads in advantages for a in ads]
     rows, batch = global_batch(c, mesh, trajs, flat, trained)
-    figures = {"overlong_penalty": overlong,
-               **advantage_metrics([t for t, k in zip(trajs, trained) if k], [a for a, k in zip(flat, trained) if k])}
     kept = [t for t, k in zip(trajs, trained) if k]
+    figures = {"overlong_penalty": overlong,
+               **advantage_metrics(kept, [a for a, k in zip(flat, trained) if k])}
     return Trained(groups, advantages, {t.uid for t in kept}, len(kept)), rows, batch, figures
