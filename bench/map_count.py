@@ -2,6 +2,11 @@
 compiles its programs and runs RL steps, split by kind, and what freeing the compiled programs returns.
 
     python bench/map_count.py [--workdir=runs/bench_map_count] [--steps=3] [--every=1] [--config=configs/demo.py]
+                              [--trainers=1]
+
+With --trainers=N, N trainers of the config are built in the one process (as bench/rl_step.py's variants
+are) and each takes its RL steps in turn: the engines of one shape share their compiled programs
+(sampling/programs.py), so every trainer after the first adds only its own update programs.
 
 Each row: the stage, the mappings held (and the delta), the executable anonymous mappings (JIT code:
 XLA:CPU maps each compiled program's kernels itself), the other anonymous ones and the file-backed ones.
@@ -26,6 +31,7 @@ flags.DEFINE_string("workdir", "runs/bench_map_count", "Run folder (deleted firs
 flags.DEFINE_string("config", "configs/demo.py", "Trainer config file[:its argument].")
 flags.DEFINE_integer("steps", 3, "RL steps.")
 flags.DEFINE_integer("every", 1, "A row after every this many RL steps (and after the first and the last).")
+flags.DEFINE_integer("trainers", 1, "Trainers of the config built in this one process.")
 
 
 def maps() -> dict[str, int]:
@@ -69,20 +75,26 @@ def main(argv):
     c.train.steps = FLAGS.steps
     c.train.loggers = ()
     shutil.rmtree(FLAGS.workdir, ignore_errors=True)
-    t = Trainer(c, FLAGS.workdir)
-    note("trainer built (sampler compiled)")
-    compiles = 0  # compilations since the last row
+    many = FLAGS.trainers > 1
+    trainers = []
+    for i in range(FLAGS.trainers):
+        trainers.append(Trainer(c, os.path.join(FLAGS.workdir, f"t{i}") if many else FLAGS.workdir))
+        note(f"trainer {i + 1} built (sampler compiled)" if many else "trainer built (sampler compiled)")
+    compiles = [0] * len(trainers)  # compilations since the last row, per trainer
     for k in range(FLAGS.steps):
-        compiles += int(t.rl_step()["compiles"])
-        if k == 0 or (k + 1) % FLAGS.every == 0 or k + 1 == FLAGS.steps:
-            note(f"after RL step {k + 1} ({compiles} compiles)")
-            compiles = 0
-    t.evaluate(8)
-    note("after an evaluation")
-    t.close()
-    del t
+        for i, t in enumerate(trainers):
+            compiles[i] += int(t.rl_step()["compiles"])
+            if k == 0 or (k + 1) % FLAGS.every == 0 or k + 1 == FLAGS.steps:
+                note(f"after RL step {k + 1}" + (f" of trainer {i + 1}" if many else "") + f" ({compiles[i]} compiles)")
+                compiles[i] = 0
+    for t in trainers:
+        t.evaluate(8)
+    note("after an evaluation" + (" by each" if many else ""))
+    for t in trainers:
+        t.close()
+    del t, trainers
     gc.collect()
-    note("trainer closed")
+    note("trainers closed" if many else "trainer closed")
     jax.clear_caches()
     gc.collect()
     note("jax.clear_caches()")

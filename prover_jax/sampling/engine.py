@@ -31,9 +31,10 @@ as the model's `cache_axes` say) and every jitted call keeps that layout, so the
 between steps.
 
 The model is reached only through model_api.DecodeModel; the device programs are the pure functions
-of engine_fns (jitted here, one compiled variant per input shape); the arrays they exchange are the
-dataclasses of engine_types (Prefix, DecodeState, ResultTokens), re-exported here; the cache rows a
-batched prefill stacks keep one layout (rows.CacheRows).
+of engine_fns, jitted once per engine shape in a process (`programs.Programs`: engines of the same
+model graph and sizes share their executables), one compiled variant per input shape; the arrays they
+exchange are the dataclasses of engine_types (Prefix, DecodeState, ResultTokens), re-exported here; the
+cache rows a batched prefill stacks keep one layout (rows.CacheRows).
 """
 
 from __future__ import annotations
@@ -46,17 +47,15 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh
 
-from prover_jax.sampling.engine_fns import (decode_steps, extract_slot, first_row, init_state, insert_samples,
-                                            prefill_rows, select_sample, state_axes)
+from prover_jax.sampling.engine_fns import first_row, select_sample
 from prover_jax.sampling.engine_types import (MAX_STOP_IDS, NO_LIMIT, RUNNING, STOPPED_CACHE_FULL,
                                               STOPPED_ID, STOPPED_LENGTH, STOPPED_STRING, DecodeState, Prefix,
                                               ResultTokens, bucket, length_buckets_of,
                                               padded_length, raw_key, sample_arrays, stop_arrays)
 from prover_jax.sampling.model_api import DecodeModel, check_model
-from prover_jax.sampling.rows import CacheRows
+from prover_jax.sampling.programs import Programs
 from prover_jax.sampling.sampler import SamplingParams, mask_words
 from prover_jax.sampling.stops import STOP_STRINGS, StopSpec, StopTable
-from prover_jax.sharding import tree_shardings
 
 # engine_types' names stay importable from here
 __all__ = ["MAX_STOP_IDS", "NO_LIMIT", "RUNNING", "STOPPED_CACHE_FULL", "STOPPED_ID", "STOPPED_LENGTH",
@@ -92,7 +91,7 @@ class Engine:
         check_model(model)
         self._model = model  # its cache functions (no weights) run outside the merged copies
         self.vocab_size = int(model.vocab_size)
-        self._graphdef, self._params = nnx.split(model)
+        self._params = nnx.state(model)
         self._slots = int(max_concurrent_decodes)
         top = bucket(self._slots)
         if any(int(r) < 1 for r in row_buckets):
@@ -108,16 +107,12 @@ class Engine:
         V = self.vocab_size
         self.no_stops = StopTable(jnp.zeros((self.max_stop_strings, 1, V), jnp.int16),
                                   jnp.full((self.max_stop_strings,), NO_LIMIT, jnp.int32))
-        state_sh = self._state_shardings()
-        self._init_state = jax.jit(self._init_state_impl, out_shardings=state_sh)
-        self._prefill = jax.jit(self._prefill_impl)
-        self._generate = jax.jit(self._generate_impl, donate_argnums=(1,), static_argnums=(3,),
-                                 out_shardings=None if state_sh is None else (state_sh, None))
-        self._insert = jax.jit(insert_samples, donate_argnums=(1,), out_shardings=state_sh)
-        self._rows = CacheRows(model, self.max_target_length, self.cache_dtype, self._mesh)
-        self._extract = jax.jit(extract_slot, out_shardings=self._rows.prefix_shardings())  # ready to stack
-        self._deactivate = jax.jit(lambda s, slot: s.replace(active_S=s.active_S.at[slot].set(False)),
-                                   donate_argnums=(0,), out_shardings=state_sh)
+        programs = Programs.of(model, slots=self._slots, max_target_length=self.max_target_length,
+                               cache_dtype=self.cache_dtype, mesh=self._mesh, stop_strings=self.max_stop_strings)
+        self._programs = programs  # shared with every engine of this shape in the process
+        self._rows = programs.rows
+        self._init_state, self._prefill, self._generate = programs.init_state, programs.prefill, programs.generate
+        self._insert, self._extract, self._deactivate = programs.insert, programs.extract, programs.deactivate
         self.mask_words = mask_words(V)  # int32 words of a token bitmask (constrained decoding)
         self._all_allowed = jnp.full((self._slots, self.mask_words), -1, jnp.int32)
 
@@ -156,17 +151,6 @@ class Engine:
     def load_params(self, *args, **kwargs) -> Any:
         """The model's weights (an `nnx.State`), as passed to `prefill` / `generate`."""
         return self._params
-
-    def _state_shardings(self):
-        if self._mesh is None:
-            return None
-        abstract = jax.eval_shape(self._init_state_impl)
-        axes = state_axes(self._model, self._mesh.shape.get("tensor", 1))
-        return tree_shardings(axes, abstract, self._mesh)
-
-    def _init_state_impl(self) -> DecodeState:
-        return init_state(self._model, self._slots, self.max_target_length, self.cache_dtype,
-                          self.max_stop_strings)
 
     def init_decode_state(self, *args, **kwargs) -> DecodeState:
         """All slots empty and inactive (sharded over the mesh when there is one)."""
@@ -282,10 +266,6 @@ class Engine:
         return self._prefill(params, cache, padded, n_R, row_N, index_N, keys_Nx2, temp_N, topk_N, topp_N,
                              allowed_NxW)  # numpy: the jitted call transfers them, no dispatch each
 
-    def _prefill_impl(self, params, cache, *args) -> Prefix:
-        """prefill_rows on the model with weights `params` (args: see there)."""
-        return prefill_rows(nnx.merge(self._graphdef, params), cache, *args)
-
     # Insert.
     def insert(self, prefix: Prefix, decode_state: DecodeState, slot: int) -> DecodeState:
         """Copies sample 0 of `prefix` (its cache row, first token, key, controls) into `slot`,
@@ -348,18 +328,10 @@ class Engine:
         allowed = self._all_allowed if allowed_SxW is None else jnp.asarray(allowed_SxW, jnp.int32)
         return self._generate(params, decode_state, table, int(steps), allowed)
 
-    def _generate_impl(self, params, state: DecodeState, table: StopTable, steps: int, allowed_SxW):
-        state, r = decode_steps(nnx.merge(self._graphdef, params), state, table, steps, allowed_SxW,
-                                self.max_target_length)
-        if steps == 1:  # [slots] results cut in the program (eagerly: three dispatches per call)
-            r = r.replace(tokens=r.tokens[0], logprobs=r.logprobs[0], valid=r.valid[0])
-        return state, r
-
     def compiled_shapes(self) -> dict[str, int]:
-        """Number of compiled variants per entry point (a weight swap must not add any)."""
-        return {name: fn._cache_size() for name, fn in (("prefill", self._prefill),
-                                                        ("generate", self._generate),
-                                                        ("insert", self._insert))}
+        """Number of compiled variants per entry point, over the engines sharing its programs (a weight
+        swap must not add any)."""
+        return self._programs.compiled_shapes()
 
     def _check_slot(self, slot):
         if not 0 <= int(slot) < self._slots:

@@ -334,3 +334,35 @@ def test_row_buckets_pad_prefill_and_insert_to_few_shapes(setup):
     with pytest.raises(ValueError, match="row_buckets"):
         Engine(tiny_model(CFG), max_concurrent_decodes=SLOTS, max_prefill_length=MAX_PREFILL,
                max_target_length=MAX_LEN, row_buckets=(0, 4))
+
+
+def test_engines_of_one_shape_share_their_programs_and_keep_their_own_weights(setup):
+    """A second engine over another model of the same graph and sizes compiles nothing (programs.Programs)
+    and decodes with its own weights; another slot count is another shape; the programs go with the
+    last engine that holds them."""
+    import gc
+    import weakref
+
+    engine, params, forward = setup
+    run_slots(engine, params, {0: (prompt(6, 4), GREEDY, None)}, steps=4)  # this shape compiled
+    other_model = tiny_model(CFG, seed=1, logit_scale=30.0)
+    other = Engine(other_model, max_concurrent_decodes=SLOTS, max_prefill_length=MAX_PREFILL,
+                   max_target_length=MAX_LEN)
+    assert other._programs is engine._programs
+    before = engine.compiled_shapes()
+    tokens = prompt(6, 4)
+    mine = run_slots(engine, params, {0: (tokens, GREEDY, None)}, steps=6)[0][0]
+    theirs = run_slots(other, other.load_params(), {0: (tokens, GREEDY, None)}, steps=6)[0][0]
+    assert engine.compiled_shapes() == before  # the second engine ran on the first one's executables
+    other_forward = jax.jit(lambda p, t: nnx.merge(nnx.graphdef(other_model), p)(t))
+    np.testing.assert_array_equal(theirs, reference(other_forward, other.load_params(), tokens, theirs)[0])
+    np.testing.assert_array_equal(mine, reference(forward, params, tokens, mine)[0])
+    assert not np.array_equal(mine, theirs)  # different weights, different greedy tokens
+
+    wider = Engine(other_model, max_concurrent_decodes=2 * SLOTS, max_prefill_length=MAX_PREFILL,
+                   max_target_length=MAX_LEN)
+    assert wider._programs is not engine._programs
+    gone = weakref.ref(wider._programs)
+    del wider
+    gc.collect()
+    assert gone() is None
