@@ -18,8 +18,8 @@ Per run:
 
 Per method, over its runs (one per seed): mean +- the 95% CI half-width (t-distribution, n-1 dof); with
 one seed, +- the run's own standard error (for the AUC: the mean of its evals' SEs, an upper bound on
-the SE of their mean whatever their correlation). Paired over seeds (a seed fixes the SFT start and
-the task order): the RL gain and the AUC gain over each run's own start, and the differences to the
+the SE of their mean whatever their correlation). Paired over seeds (a seed fixes the task order and,
+without --sft_seed, the SFT start): the RL gain and the AUC gain over each run's own start, and the differences to the
 first method on the same seed (only seeds both have): final success, and AUC over the eval steps
 after step 0 that both runs have (a run with fewer evals is compared on the common steps); mean +-
 95% CI of the differences, which compare.json also lists seed by seed. Steps to T: the mean over the

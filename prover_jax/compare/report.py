@@ -196,7 +196,8 @@ def markdown(result: dict, title: str = "", failures=()) -> str:
               "own standard error (for the AUC: the mean of its evals' SEs, an upper bound).",
               f"- Δ AUC vs {first}: the run's AUC minus {first}'s on the same seed, both over the eval steps after "
               "step 0 that the two runs have; AUC gain: the AUC minus the same run's eval before RL (step 0, after "
-              "SFT). Both are paired over seeds (a seed fixes the SFT start and the task order), mean ± 95% CI of "
+              "SFT). Both are paired over seeds (a seed fixes the task order and, unless the title names one start for "
+              "every seed, the SFT start), mean ± 95% CI of "
               "the differences; Δ AUC per seed: the differences themselves.",
               "- success: greedy eval success rate after the last RL step. RL gain: final eval success minus the "
               f"same run's step-0 eval; Δ vs {first}: final eval success minus {first}'s on the same seed; paired "

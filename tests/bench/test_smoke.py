@@ -111,8 +111,9 @@ def test_packing_fill_scripted_pod_config(tmp_path):
 
 def test_rl_step_refuses_trainers_past_the_map_limit(monkeypatch):
     """Past vm.max_map_count XLA's compiler fails and the process crashes: the bench stops first with
-    an error that names the limit, when another trainer like the last would not fit (the AMD host's
-    figures: ~16.6k mappings per demo trainer, limit 65530: three fit, a fourth does not)."""
+    an error that names the limit, when another trainer like the last would not fit (trainers of one
+    engine shape share the sampler's programs, so past the first each adds only its update's: the check
+    is for variants that differ in shape, here ~16.6k mappings each, limit 65530)."""
     import pytest
     sys.path.insert(0, os.path.join(ROOT, "bench"))
     import rl_step
