@@ -271,7 +271,8 @@ def engine_programs(config, mesh: Mesh, fns) -> list[Program]:
     out = []
     per_token = 2.0 * matmul_params(cfg)
     if "generate" in fns:
-        state = _with_shardings(jax.eval_shape(engine._init_state_impl), engine._state_shardings())
+        programs = engine._programs
+        state = _with_shardings(jax.eval_shape(programs.init_fn), programs.state_shardings)
         S = r.max_concurrent_decodes
         flops = S * (per_token + attention_flops_per_token(cfg, r.max_target_length // 2))
         rep = NamedSharding(emesh, P())

@@ -73,10 +73,12 @@ class Programs:
                 r = r.replace(tokens=r.tokens[0], logprobs=r.logprobs[0], valid=r.valid[0])
             return state, r
 
+        self.init_fn = init  # unjitted: prover-aot traces it for the state's shapes
         state_sh = None
         if mesh is not None:
             axes = state_axes(abstract, mesh.shape.get("tensor", 1))
             state_sh = tree_shardings(axes, jax.eval_shape(init), mesh)
+        self.state_shardings = state_sh  # the decode state's layout (None: no mesh)
         self.rows = CacheRows(abstract, length, cache_dtype, mesh)
         self.init_state = jax.jit(init, out_shardings=state_sh)
         self.prefill = jax.jit(prefill)
