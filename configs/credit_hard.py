@@ -20,7 +20,9 @@ look, inventory), kept in SFT. The expert needs 6-10 turns. Reward: 1 on success
 Variants (`configs/credit_hard.py:v5`), each a step of bench/CREDIT_HARD.md:
 - `v3b`: a closer imitation (SFT 2400 steps on 4800 demonstrations, idle .05, 5 receptacles), RL at lr 1e-4;
 - `v5`: v3b with the lookalike (.6) and the heater (.6, every object type) above half, so the greedy start
-  is wrong at two pivots and sampled successes are rare; evaluations every 5 steps.
+  is wrong at two pivots and sampled successes are rare; evaluations every 5 steps;
+- `v6`: v3b with the lookalike alone above half (.6): the greedy start is wrong at the lookalike whenever
+  it meets it first, the heater as v3b; evaluations every 5 steps.
 
 The `critic` method here is the `rules` critic (privileged pivot labels, household.pivots), and
 `judge.name=oracle` proposes the pivot the failed runs most often got wrong.
@@ -34,8 +36,8 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def get_config(variant: str = ""):
-    if variant not in ("", "v3b", "v5"):
-        raise ValueError(f"configs/credit_hard.py: unknown variant {variant!r}; expected '', 'v3b' or 'v5'")
+    if variant not in ("", "v3b", "v5", "v6"):
+        raise ValueError(f"configs/credit_hard.py: unknown variant {variant!r}; expected '', 'v3b', 'v5' or 'v6'")
     c = load_config_file(os.path.join(_HERE, "learn.py"))
     k = c.env.kwargs
     k.task_type = "pick_heat_then_place"  # take it, heat it in the microwave (not the stoveburner), put it
@@ -60,7 +62,7 @@ def get_config(variant: str = ""):
     # the contrastive judge compares where things are, not what was looked at or opened on the way: search
     # order differs between runs by chance (bench/judge_coverage.py: .42 -> .63 of its proposals on the pivot)
     c.judge.contrastive.ignore_fields = ("turn", "note", "done", "seen", "opened")
-    if variant in ("v3b", "v5"):
+    if variant in ("v3b", "v5", "v6"):
         c.sft.steps = 2400  # twice v1's SFT steps ...
         c.sft.episodes = 4800  # ... on twice its distinct demonstrations: the samples' tails close up
         k.demo_idle = 0.05  # half v1's idle no-ops
@@ -70,5 +72,8 @@ def get_config(variant: str = ""):
         k.demo_confusion = 0.6  # above half: the greedy start commits whichever object it meets first
         k.demo_scorch = 0.6  # above half: the greedy start heats on the stoveburner ...
         k.demo_scorch_types = None  # ... whatever the object (demonstrator success .19, greedy 0 by rule)
+    if variant == "v6":
+        k.demo_confusion = 0.6  # above half: the greedy start commits whichever object it meets first
+    if variant in ("v5", "v6"):
         c.train.eval_every = 5  # a sample-efficiency gain shows in the first evaluations
     return c
