@@ -33,10 +33,11 @@ import os
 from prover_jax.training.config import load_config_file
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
+ARGS = ("", "v3b", "v5", "v6")  # the variants (tests/training/test_config_fields.py checks each)
 
 
 def get_config(variant: str = ""):
-    if variant not in ("", "v3b", "v5", "v6"):
+    if variant not in ARGS:
         raise ValueError(f"configs/credit_hard.py: unknown variant {variant!r}; expected '', 'v3b', 'v5' or 'v6'")
     c = load_config_file(os.path.join(_HERE, "learn.py"))
     k = c.env.kwargs

@@ -27,6 +27,7 @@ import os
 from prover_jax.training.config import load_config_file
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
+ARGS = ("", "long")  # the variants (tests/training/test_config_fields.py checks each)
 
 
 def get_config(variant: str = ""):

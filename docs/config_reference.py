@@ -4,8 +4,8 @@
     python docs/config_reference.py > docs/config-reference.md   # regenerate
     python docs/config_reference.py --check                       # exit 1 when the file differs
 
-The meaning is the field's comment in the source, read with `ast` and `tokenize` the way
-tests/training/test_config_fields.py checks that every field has one: the trailing `# comment` of its
+The meaning is the field's comment in the source, read with `prover_jax.training.config_source` (as
+tests/training/test_config_fields.py reads it to check that every field has one): the trailing `# comment` of its
 assignment, the comment lines right above it, and comment lines right below a trailing comment that go on
 with it (they start in lower case or with a symbol, e.g. `# | dpa ...`). A comment block above a section
 (`c.model = ConfigDict()`) introduces the section. Defaults are the values `default_config()` returns.
@@ -15,82 +15,17 @@ from __future__ import annotations
 
 import ast
 import inspect
-import io
 import os
 import re
 import sys
 import textwrap
-import tokenize
 
 import ml_collections
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from prover_jax.training.config_source import Source, assignments, leaves  # noqa: E402
 OUT = os.path.join(ROOT, "docs", "config-reference.md")
-FREE = ("env.kwargs",)  # free-form sections: the env family's keyword arguments, one leaf here
-
-
-class Source:
-    """The comments of one source text around its `root.<field> = ...` assignments."""
-
-    def __init__(self, source: str):
-        self.lines = source.splitlines()
-        self.comments: dict[int, str] = {}  # line -> comment text (without '#')
-        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
-            if tok.type == tokenize.COMMENT:
-                self.comments[tok.start[0]] = tok.string.lstrip("#").strip()
-        self.only = {n for n in self.comments if self.lines[n - 1].lstrip().startswith("#")}
-
-    def block_above(self, line: int) -> list[int]:
-        """The comment-only lines right above `line` (no blank line between), top first."""
-        out = []
-        n = line - 1
-        while n in self.only:
-            out.append(n)
-            n -= 1
-        return out[::-1]
-
-    def block_below(self, line: int) -> list[int]:
-        out = []
-        n = line + 1
-        while n in self.only:
-            out.append(n)
-            n += 1
-        return out
-
-    def trailing(self, stmt: ast.stmt) -> str:
-        return " ".join(self.comments[n] for n in range(stmt.lineno, stmt.end_lineno + 1)
-                        if n in self.comments and n not in self.only)
-
-    def text(self, lines: list[int]) -> str:
-        return " ".join(self.comments[n] for n in lines)
-
-
-def chain(node: ast.AST) -> list[str] | None:
-    """`c.a.b` -> ["c", "a", "b"]; None unless the chain is rooted at a name."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    return [node.id] + parts[::-1]
-
-
-def assignments(source: str, root: str) -> list[tuple[str, ast.stmt]]:
-    """(dotted field, statement) of every assignment to `root.<field>` in `source`, in source order."""
-    out = []
-    for stmt in ast.walk(ast.parse(source)):
-        if isinstance(stmt, ast.Assign):
-            targets = [e for t in stmt.targets for e in (t.elts if isinstance(t, ast.Tuple) else [t])]
-        elif isinstance(stmt, ast.AnnAssign):
-            targets = [stmt.target]
-        else:
-            continue
-        for t in targets:
-            parts = chain(t)
-            if parts and parts[0] == root and len(parts) > 1:
-                out.append((".".join(parts[1:]), stmt))
-    return sorted(out, key=lambda x: x[1].lineno)
 
 
 def continues(text: str) -> bool:
@@ -116,18 +51,6 @@ def described(source: str, root: str, prefix: str = "") -> dict[str, str]:
         parts = [prose(p) for p in (src.text(above), trailing) if p]
         if prefix + path not in out:
             out[prefix + path] = "<br>".join(parts)  # a note above the field, then its own comment
-    return out
-
-
-def leaves(d: ml_collections.ConfigDict, prefix: str = "") -> dict[str, object]:
-    """Dotted path -> value of every leaf (an empty ConfigDict, e.g. env.kwargs, is a leaf)."""
-    out = {}
-    for k, v in d.items():
-        path = f"{prefix}{k}"
-        if isinstance(v, ml_collections.ConfigDict) and len(v) and path not in FREE:
-            out.update(leaves(v, path + "."))
-        else:
-            out[path] = v
     return out
 
 
@@ -181,7 +104,6 @@ def declarations():
 
 
 def render() -> str:
-    sys.path.insert(0, ROOT)
     from prover_jax.training.config import default_config
 
     config = default_config()

@@ -16,10 +16,8 @@ import ast
 import glob
 import importlib.machinery
 import inspect
-import io
 import os
 import textwrap
-import tokenize
 
 import ml_collections
 import pytest
@@ -27,11 +25,11 @@ import pytest
 from prover_jax.credit.base import CreditMethod, credit_class, credit_names
 from prover_jax.training import config as config_lib
 from prover_jax.training.config import default_config
+from prover_jax.training.config_source import FREE, Source, assignments, leaves
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PACKAGE = os.path.join(ROOT, "prover_jax")
 CONFIGS = sorted(glob.glob(os.path.join(ROOT, "configs", "*.py")))
-FREE = ("env.kwargs",)  # free-form sections: any key (the env family's keyword arguments)
 # Names that hold the whole training config (also as self.<name>), and, inside packages built from
 # one section, the names that hold a section there (credit methods get config.credit, make_critic its
 # critic part, judges config.judge).
@@ -41,18 +39,6 @@ LOOKUPS = ("get", "config_get", "getattr")  # x.get("f", d), config_get(x, "f", 
 
 
 # ------------------------------------------------------------------------------------------- helpers
-
-def leaves(d: ml_collections.ConfigDict, prefix: str = "") -> dict[str, object]:
-    """Dotted path -> value of every leaf (an empty ConfigDict, e.g. env.kwargs, is a leaf)."""
-    out = {}
-    for k, v in d.items():
-        path = f"{prefix}{k}"
-        if isinstance(v, ml_collections.ConfigDict) and len(v) and path not in FREE:
-            out.update(leaves(v, path + "."))
-        else:
-            out[path] = v
-    return out
-
 
 def declared(path: list[str], d: ml_collections.ConfigDict | None = None) -> bool:
     """Whether the access path names a field of default_config (anything past a leaf, a free-form
@@ -65,48 +51,6 @@ def declared(path: list[str], d: ml_collections.ConfigDict | None = None) -> boo
             return hasattr(ml_collections.ConfigDict, key)
         node = node[key]
     return True
-
-
-def comment_lines(source: str) -> tuple[set[int], set[int]]:
-    """(lines holding a comment, lines holding only a comment)."""
-    comments = {tok.start[0] for tok in tokenize.generate_tokens(io.StringIO(source).readline)
-                if tok.type == tokenize.COMMENT}
-    lines = source.splitlines()
-    only = {n for n in comments if lines[n - 1].lstrip().startswith("#")}
-    return comments, only
-
-
-def chain(node: ast.AST) -> list[str] | None:
-    """`c.a.b` -> ["c", "a", "b"]; None unless the chain is rooted at a name."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    return [node.id] + parts[::-1]
-
-
-def assignments(source: str, root: str = "c") -> list[tuple[str, ast.stmt]]:
-    """(dotted field, statement) of every assignment to `root.<field>` in `source`, in order."""
-    out = []
-    for stmt in ast.walk(ast.parse(source)):
-        if isinstance(stmt, ast.Assign):
-            targets = [e for t in stmt.targets for e in (t.elts if isinstance(t, ast.Tuple) else [t])]
-        elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign)):
-            targets = [stmt.target]
-        else:
-            continue
-        for t in targets:
-            parts = chain(t)
-            if parts and parts[0] == root and len(parts) > 1:
-                out.append((".".join(parts[1:]), stmt))
-    return sorted(out, key=lambda x: x[1].lineno)
-
-
-def uncommented(source: str, stmt: ast.stmt, comments: set[int], only: set[int]) -> bool:
-    """No comment on the statement's lines nor a comment line right above it."""
-    return not (comments & set(range(stmt.lineno, stmt.end_lineno + 1)) or stmt.lineno - 1 in only)
 
 
 # ------------------------------------------------------------------------- (a) config.py's comments
@@ -125,9 +69,9 @@ def declarations() -> list[tuple[str, str, str, str]]:
 def test_every_declared_field_has_a_comment():
     first = {}
     for where, source, root, prefix in declarations():
-        comments, only = comment_lines(source)
+        src = Source(source)
         for path, stmt in assignments(source, root):
-            first.setdefault(prefix + path, (where, stmt, uncommented(source, stmt, comments, only)))
+            first.setdefault(prefix + path, (where, stmt, src.bare(stmt)))
     fields = leaves(default_config())
     missing = sorted(set(fields) - set(first))
     assert not missing, f"leaves of default_config() declared in neither config.py nor a default_config: {missing}"
@@ -138,8 +82,7 @@ def test_every_declared_field_has_a_comment():
 def test_the_comment_check_sees_method_sections():
     """A method section's field without a comment is caught (else the check above proves nothing)."""
     src = "def default_config(cls):\n    s = ConfigDict()\n    s.k = 8  # continuations\n    s.bare = 1\n    return s\n"
-    comments, only = comment_lines(src)
-    assert [(p, uncommented(src, stmt, comments, only)) for p, stmt in assignments(src, "s")] == [
+    assert [(p, Source(src).bare(stmt)) for p, stmt in assignments(src, "s")] == [
         ("k", False), ("bare", True)]
 
 
@@ -342,7 +285,6 @@ def test_shipped_configs_set_only_declared_fields():
 @pytest.mark.parametrize("path", CONFIGS, ids=os.path.basename)
 def test_every_field_a_config_file_sets_has_a_comment(path):
     source = open(path).read()
-    comments, only = comment_lines(source)
-    bare = [f"{os.path.basename(path)}:{s.lineno} {f}" for f, s in assignments(source)
-            if uncommented(source, s, comments, only)]
+    src = Source(source)
+    bare = [f"{os.path.basename(path)}:{s.lineno} {f}" for f, s in assignments(source) if src.bare(s)]
     assert not bare, "fields set without a comment:\n" + "\n".join(bare)
