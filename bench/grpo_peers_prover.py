@@ -20,7 +20,6 @@ line on stdout.
 
 from __future__ import annotations
 
-import argparse
 import importlib.metadata
 import json
 import os
@@ -32,6 +31,9 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 from prover_jax.training.config import default_config  # noqa: E402
 from prover_jax.training.trainer import Trainer  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from grpo_peers_reward import driver_args  # noqa: E402
 
 REWARD = "bench.grpo_peers_reward:digit_share"
 
@@ -72,13 +74,8 @@ def config(spec: dict):
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--spec", required=True)
-    p.add_argument("--workdir", required=True)
-    args = p.parse_args()
-    with open(args.spec) as f:
-        spec = json.load(f)
-    trainer = Trainer(config(spec), args.workdir)
+    spec, workdir = driver_args(__doc__.splitlines()[0])
+    trainer = Trainer(config(spec), workdir)
     step_s, rollout_s, update_s, tokens, rewards, applied, compiles = [], [], [], [], [], [], []
     try:
         for i in range(spec["warmup"] + spec["steps"]):

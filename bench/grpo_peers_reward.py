@@ -1,4 +1,5 @@
-"""The reward of bench/grpo_peers.py, in the signature each framework calls it with.
+"""The reward of bench/grpo_peers.py, in the signature each framework calls it with, and the drivers'
+command line (`driver_args`: --spec, the work's JSON, and --workdir).
 
 The share of digit characters in a completion (0 for an empty one): a random policy's completions get
 different values, so every group has non-zero advantages and every framework does a full update.
@@ -10,6 +11,9 @@ Standard library only: it is imported in three virtual environments.
 """
 
 from __future__ import annotations
+
+import argparse
+import json
 
 
 def share(text: str) -> float:
@@ -33,3 +37,13 @@ def trl_digit_share(completions, **kwargs) -> list[float]:
 
 def tunix_digit_share(prompts, completions, **kwargs) -> list[float]:
     return [share(_text(c)) for c in completions]
+
+
+def driver_args(description: str) -> tuple[dict, str]:
+    """A peer driver's (spec, workdir) from its command line: --spec=JSON file, --workdir=folder."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--spec", required=True)
+    p.add_argument("--workdir", required=True)
+    args = p.parse_args()
+    with open(args.spec) as f:
+        return json.load(f), args.workdir

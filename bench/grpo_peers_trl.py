@@ -24,7 +24,6 @@ after on_step_end are outside. Prints one JSON line on stdout.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import importlib.metadata
 import json
@@ -38,7 +37,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from grpo_peers_reward import trl_digit_share  # noqa: E402
+from grpo_peers_reward import driver_args, trl_digit_share  # noqa: E402
 
 
 class StepTimer(TrainerCallback):
@@ -58,12 +57,7 @@ class StepTimer(TrainerCallback):
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--spec", required=True)
-    p.add_argument("--workdir", required=True)
-    args = p.parse_args()
-    with open(args.spec) as f:
-        spec = json.load(f)
+    spec, workdir = driver_args(__doc__.splitlines()[0])
     torch.manual_seed(spec["seed"])
     if spec.get("torch_threads", 0) > 0:
         torch.set_num_threads(spec["torch_threads"])
@@ -78,7 +72,7 @@ def main() -> None:
     fields = {f.name for f in dataclasses.fields(GRPOConfig)}
     no_remat = {"activation_checkpointing" if "activation_checkpointing" in fields else "gradient_checkpointing": False}
     config = GRPOConfig(
-        output_dir=args.workdir, seed=spec["seed"], use_cpu=True, bf16=False, fp16=False, **no_remat, report_to="none", logging_steps=1, save_strategy="no", disable_tqdm=True,
+        output_dir=workdir, seed=spec["seed"], use_cpu=True, bf16=False, fp16=False, **no_remat, report_to="none", logging_steps=1, save_strategy="no", disable_tqdm=True,
         max_steps=total, per_device_train_batch_size=P * G, gradient_accumulation_steps=1, num_generations=G,
         max_completion_length=spec["max_new_tokens"], temperature=spec["temperature"], top_p=1.0, top_k=0,
         use_vllm=False, beta=0.0, num_iterations=1, epsilon=0.2, scale_rewards="group", loss_type="dapo",

@@ -29,7 +29,6 @@ bookkeeping. Prints one JSON line on stdout.
 
 from __future__ import annotations
 
-import argparse
 import importlib.metadata
 import json
 import os
@@ -52,7 +51,7 @@ from tunix.rl.rollout import base_rollout  # noqa: E402
 from tunix.sft import metrics_logger  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from grpo_peers_reward import tunix_digit_share  # noqa: E402
+from grpo_peers_reward import driver_args, tunix_digit_share  # noqa: E402
 
 
 def log(msg: str) -> None:
@@ -88,13 +87,8 @@ class TimedBatches:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--spec", required=True)
-    p.add_argument("--workdir", required=True)
-    args = p.parse_args()
-    with open(args.spec) as f:
-        spec = json.load(f)
-    os.makedirs(args.workdir, exist_ok=True)
+    spec, workdir = driver_args(__doc__.splitlines()[0])
+    os.makedirs(workdir, exist_ok=True)
     P, G, N = spec["prompts_per_step"], spec["generations"], spec["max_new_tokens"]
     total = spec["warmup"] + spec["steps"]
 
@@ -127,7 +121,7 @@ def main() -> None:
         actor_optimizer=optimizer, eval_every_n_steps=10**9, max_steps=total, mini_batch_size=P,
         train_micro_batch_size=P,
         metrics_logging_options=metrics_logger.MetricsLoggerOptions(
-            log_dir=tempfile.mkdtemp(prefix="metrics_", dir=args.workdir), flush_every_n_steps=10**6),
+            log_dir=tempfile.mkdtemp(prefix="metrics_", dir=workdir), flush_every_n_steps=10**6),
         pbar_description=None)
     cluster_config = rl_cluster_lib.ClusterConfig(
         role_to_mesh={rl_cluster_lib.Role.ACTOR: mesh, rl_cluster_lib.Role.REFERENCE: mesh,
