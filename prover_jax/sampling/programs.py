@@ -46,20 +46,19 @@ class Programs:
         try:
             hash(key)
         except TypeError:  # a graph with an unhashable static attribute: this engine's own programs
-            return cls(model, *key[1:])
+            return cls(model, *key)
         programs = _SHARED.get(key)
         if programs is None:
-            programs = cls(model, *key[1:])
+            programs = cls(model, *key)
             _SHARED[key] = programs
         return programs
 
-    def __init__(self, model: Any, slots: int, max_target_length: int, cache_dtype: Any, mesh: Mesh | None,
-                 stop_strings: int):
-        graphdef, params = nnx.split(model)
-        self.graphdef = graphdef
-        self.model = nnx.merge(graphdef, jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), params))
+    def __init__(self, model: Any, graphdef: Any, slots: int, max_target_length: int, cache_dtype: Any,
+                 mesh: Mesh | None, stop_strings: int):
+        # the programs read this copy's config and cache layout (shapes only), never weights
+        abstract = nnx.merge(graphdef, jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype),
+                                                    nnx.state(model)))
         length = int(max_target_length)
-        abstract = self.model  # the programs read its config and cache layout, never weights
 
         def init():
             return init_state(abstract, slots, length, cache_dtype, stop_strings)
